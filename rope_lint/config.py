@@ -1,0 +1,74 @@
+"""`[tool.rope-lint]` in the nearest pyproject.toml, and the command-line flags that override it."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+SECTION = "rope-lint"
+_LIST_KEYS = ("select", "ignore", "exclude")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; its message names the file and the key."""
+
+
+@dataclass
+class Config:
+    root: Path
+    source: Path | None = None
+    select: list[str] = field(default_factory=lambda: ["ALL"])
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` that has a `[tool.rope-lint]` section."""
+    folder = start.resolve()
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate in (folder, *folder.parents):
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file() and SECTION in _read(pyproject).get("tool", {}):
+            return pyproject
+    return None
+
+
+def load(start: Path) -> Config:
+    pyproject = find_pyproject(start)
+    if pyproject is None:
+        return Config(root=Path.cwd())
+    table = _read(pyproject)["tool"][SECTION]
+    config = Config(root=pyproject.parent, source=pyproject)
+    for key, value in table.items():
+        if key in _LIST_KEYS:
+            setattr(config, key, _string_list(value, pyproject, key))
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{pyproject}: [tool.{SECTION}] per-file-ignores must be a table")
+            config.per_file_ignores = {
+                pattern: _string_list(codes, pyproject, f"per-file-ignores.{pattern}") for pattern, codes in value.items()
+            }
+        else:
+            raise ConfigError(f"{pyproject}: unknown key {key!r} in [tool.{SECTION}]")
+    return config
+
+
+def _read(pyproject: Path) -> dict:
+    try:
+        return tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{pyproject}: cannot read: {error}") from None
+
+
+def _string_list(value: object, pyproject: Path, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{pyproject}: [tool.{SECTION}] {key} must be a list of strings")
+    return value

@@ -1,0 +1,106 @@
+"""What a rule sees of one file: its syntax tree, its imports, and where each call lives.
+
+Built once per file from stdlib `ast`, so that every rule shares one walk. Names are resolved through the
+file's imports (`import torch as t`, `from torch import arange`), never by their text alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterator
+
+from rope_lint.diagnostics import Diagnostic, Fix, Position
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class FileContext:
+    def __init__(self, path: str, source: str, tree: ast.Module) -> None:
+        self.path = path
+        self.source = source
+        self.tree = tree
+        self.lines = source.splitlines()
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.imported_names: dict[str, str] = {}
+        calls: list[ast.Call] = []
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Call):
+                calls.append(node)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.imported_names[alias.asname] = alias.name
+                    else:
+                        # `import torch.nn` binds `torch`, and `torch.nn.X` resolves through it.
+                        top = alias.name.split(".")[0]
+                        self.imported_names[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    self.imported_names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        self._calls_by_name: dict[str, list[ast.Call]] = defaultdict(list)
+        for call in calls:
+            name = self.qualified_name(call.func)
+            if name:
+                self._calls_by_name[name].append(call)
+
+    # Names
+    def qualified_name(self, node: ast.AST) -> str | None:
+        """`t.arange` -> "torch.arange" when `import torch as t`; None for anything not rooted in an import."""
+        if isinstance(node, ast.Name):
+            return self.imported_names.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.qualified_name(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    def module_alias(self, module: str) -> str | None:
+        """The name a module is bound to in this file, for writing new references to it in a fix."""
+        for local, qualified in self.imported_names.items():
+            if qualified == module:
+                return local
+        return None
+
+    def calls(self, qualified_name: str) -> list[ast.Call]:
+        return self._calls_by_name.get(qualified_name, [])
+
+    # Structure
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self.parents.get(node)
+
+    def enclosing_functions(self, node: ast.AST) -> Iterator[FunctionNode]:
+        """The functions around a node, innermost first."""
+        current = self.parents.get(node)
+        while current is not None:
+            if isinstance(current, FunctionNode):
+                yield current
+            current = self.parents.get(current)
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        current = self.parents.get(node)
+        while current is not None:
+            if isinstance(current, ast.ClassDef):
+                return current
+            current = self.parents.get(current)
+        return None
+
+    # Reporting
+    def position(self, line: int, byte_column: int) -> Position:
+        """ast counts columns in UTF-8 bytes; editors and LibCST count characters."""
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return Position(line, byte_column)
+        return Position(line, len(text.encode("utf-8")[:byte_column].decode("utf-8", errors="ignore")))
+
+    def diagnostic(self, rule: type, node: ast.expr, message: str, fix: Fix | None = None) -> Diagnostic:
+        return Diagnostic(
+            path=self.path,
+            code=rule.code,
+            name=rule.name,
+            message=message,
+            start=self.position(node.lineno, node.col_offset),
+            end=self.position(node.end_lineno or node.lineno, node.end_col_offset or node.col_offset),
+            fix=fix,
+        )

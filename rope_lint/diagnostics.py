@@ -1,0 +1,64 @@
+"""What a check reports: a finding at a source range, and the fix it offers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+# Findings about the run itself rather than the code. They are always reported (they can be ignored, never
+# selected away), and they make the exit code 2.
+READ_ERROR = "RPL901"
+SYNTAX_ERROR = "RPL902"
+INTERNAL_ERROR = "RPL903"
+ERROR_CODES = (READ_ERROR, SYNTAX_ERROR, INTERNAL_ERROR)
+
+
+class FixSafety(str, enum.Enum):
+    """How much a fix may change (DESIGN §3).
+
+    SAFE keeps dtypes and shapes and only removes rounding or overflow; UNSAFE changes a result's dtype or
+    where a tensor lives, so `fix` applies it only with `--unsafe-fixes`.
+    """
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """1-based line, 0-based column in characters (not bytes): the column LibCST and editors count."""
+
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A fix offered for a finding.
+
+    The edit itself is made later by the rule's `fix` method on the LibCST node at the finding's range, so
+    that `check` never imports LibCST. `data` carries what detection learned and the edit needs (for example
+    the name torch is imported as); it is plain strings so that findings can cross process boundaries.
+    """
+
+    safety: FixSafety
+    data: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str) -> str:
+        return dict(self.data)[key]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    path: str
+    code: str
+    name: str
+    message: str
+    start: Position
+    end: Position
+    fix: Fix | None = field(default=None, compare=False)
+
+    @property
+    def sort_key(self) -> tuple[str, Position, str]:
+        return (self.path, self.start, self.code)

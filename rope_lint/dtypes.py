@@ -1,0 +1,244 @@
+"""Is this dtype floating? Is this tensor floating? Answered from the code around it, without running it.
+
+Every answer is True, False, or None (cannot tell). Rules act only on True, so an unknown stays silent:
+a false alarm on `dtype=input_ids.dtype` costs a user more than a missed guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from rope_lint.context import FileContext, FunctionNode
+
+FLOATING_DTYPES = frozenset(
+    f"torch.{name}" for name in ("float", "float32", "float16", "half", "bfloat16", "float64", "double")
+)
+FLOAT32_DTYPES = frozenset({"torch.float", "torch.float32"})
+INTEGER_DTYPES = frozenset(
+    f"torch.{name}" for name in ("int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "bool")
+)
+
+# Tensor constructors whose result is floating unless a dtype says otherwise.
+_FLOATING_CONSTRUCTORS = frozenset(
+    f"torch.{name}" for name in ("randn", "rand", "zeros", "ones", "empty", "full", "linspace", "logspace", "tensor")
+)
+_FLOAT_CASTS = frozenset({"float", "half", "bfloat16", "double"})
+_INTEGER_CASTS = frozenset({"long", "int", "short", "bool", "byte"})
+# Methods that keep their receiver's dtype: `x.view(...)` is floating when `x` is.
+_DTYPE_PRESERVING_METHODS = frozenset(
+    {
+        "view", "reshape", "unsqueeze", "squeeze", "expand", "expand_as", "repeat", "permute", "transpose",
+        "contiguous", "clone", "detach", "flatten", "narrow", "select", "cpu", "cuda", "flip", "roll",
+        "repeat_interleave", "t",
+    }
+)  # fmt: skip
+
+# Names that hold indices, lengths or masks in model code: `bbox.dtype` and `input_ids.dtype` are integer.
+_INTEGER_NAME = re.compile(
+    r"(^|_)(ids?|idx|index|indices|lengths?|bbox(es)?|labels?|positions?|pos|counts?|mask|offsets?|steps?)$"
+)
+# Names that hold activations, embeddings or frequencies: floating in any model that names them so.
+_FLOATING_NAME = re.compile(
+    r"^(x|q|k|v|hidden|query|key|value|logits|scores|features?|emb|inv_freq|freqs?)$"
+    r"|(hidden_states?|_states|embeds?|embeddings?|_emb|_embed|pixel_values|_weights?|_freqs?|_scores|_output)$"
+)
+
+
+def qualified_dtype(ctx: FileContext, node: ast.expr) -> str | None:
+    """"torch.float32" for `torch.float32`, `t.float32` or a bare `float32` imported from torch."""
+    name = ctx.qualified_name(node)
+    return name if name in FLOATING_DTYPES or name in INTEGER_DTYPES else None
+
+
+def is_floating_dtype(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool | None:
+    if depth > 8:
+        return None
+    literal = qualified_dtype(ctx, node)
+    if literal:
+        return literal in FLOATING_DTYPES
+    if isinstance(node, ast.Call) and ctx.qualified_name(node.func) == "torch.get_default_dtype":
+        return True
+    if isinstance(node, ast.Attribute) and node.attr == "dtype":
+        # `self.dtype` of a model is the dtype of its parameters.
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return True
+        return is_floating_tensor(ctx, node.value, depth + 1)
+    if isinstance(node, ast.Name):
+        return _name_is_floating(ctx, node, depth, dtype_name=True)
+    return None
+
+
+def is_floating_tensor(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool | None:
+    if depth > 8:
+        return None
+    if isinstance(node, ast.Name):
+        return _name_is_floating(ctx, node, depth, dtype_name=False)
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return _self_attribute_is_floating(ctx, node, depth)
+        return _by_name(node.attr)
+    if isinstance(node, ast.Subscript):
+        return is_floating_tensor(ctx, node.value, depth + 1)
+    return is_floating_expression(ctx, node, depth + 1)
+
+
+def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool | None:
+    """The dtype class of an expression's result, where the code alone says it."""
+    if depth > 8:
+        return None
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Div):
+            return True  # true division always yields a floating result
+        left = is_floating_tensor(ctx, node.left, depth + 1)
+        right = is_floating_tensor(ctx, node.right, depth + 1)
+        return True if True in (left, right) else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, float):
+        return True
+    if isinstance(node, ast.Call):
+        name = ctx.qualified_name(node.func)
+        dtype = next((kw.value for kw in node.keywords if kw.arg == "dtype"), None)
+        if name in _FLOATING_CONSTRUCTORS:
+            return True if dtype is None else is_floating_dtype(ctx, dtype, depth + 1)
+        if name == "torch.arange":
+            if dtype is not None:
+                return is_floating_dtype(ctx, dtype, depth + 1)
+            return any(isinstance(arg, ast.Constant) and isinstance(arg.value, float) for arg in node.args)
+        if name in ("torch.nn.Parameter", "torch.exp", "torch.sin", "torch.cos", "torch.outer", "torch.einsum"):
+            return True
+        if isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            if method in _FLOAT_CASTS:
+                return True
+            if method in _INTEGER_CASTS:
+                return False
+            if method in ("to", "type") and node.args:
+                return is_floating_dtype(ctx, node.args[0], depth + 1)
+            if method == "type_as" and node.args:
+                return is_floating_tensor(ctx, node.args[0], depth + 1)
+            if method in _DTYPE_PRESERVING_METHODS:
+                return is_floating_tensor(ctx, node.func.value, depth + 1)
+    return None
+
+
+def _by_name(name: str) -> bool | None:
+    if _INTEGER_NAME.search(name):
+        return False
+    if _FLOATING_NAME.search(name):
+        return True
+    return None
+
+
+def _name_is_floating(ctx: FileContext, node: ast.Name, depth: int, *, dtype_name: bool) -> bool | None:
+    """Follow a local name to its assignments or its parameter, innermost function first."""
+    for function in ctx.enclosing_functions(node):
+        values = _assigned_values(function, node.id, before_line=node.lineno)
+        if values:
+            judge = is_floating_dtype if dtype_name else is_floating_tensor
+            answers = {judge(ctx, value, depth + 1) for value in values}
+            if answers == {None} and not dtype_name:
+                return _by_name(node.id)  # `word_emb = self.word_emb(ids)`: the name is all there is
+            if True in answers and False in answers:
+                return None
+            return True if True in answers else (False if False in answers else None)
+        parameter = _parameter(function, node.id)
+        if parameter is not None:
+            argument, default = parameter
+            if dtype_name:
+                return _dtype_parameter_is_floating(ctx, argument, default, depth)
+            return _by_name(node.id)
+    return None
+
+
+def _dtype_parameter_is_floating(
+    ctx: FileContext, argument: ast.arg, default: ast.expr | None, depth: int
+) -> bool | None:
+    """A parameter that carries a dtype in model code carries the model's floating dtype, unless it says not."""
+    if default is not None and not (isinstance(default, ast.Constant) and default.value is None):
+        return is_floating_dtype(ctx, default, depth + 1)
+    annotation = ctx.qualified_name(argument.annotation) if argument.annotation is not None else None
+    if annotation == "torch.dtype" or argument.arg == "dtype":
+        return True
+    return None
+
+
+def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: int) -> bool | None:
+    """`self.inv_freq`: look at what the class assigns or registers under that name."""
+    cls = ctx.enclosing_class(node)
+    if cls is not None:
+        for method in cls.body:
+            if not isinstance(method, FunctionNode):
+                continue
+            for value in _self_attribute_values(method, node.attr):
+                answer = (
+                    _name_is_floating(ctx, value, depth + 1, dtype_name=False)
+                    if isinstance(value, ast.Name)
+                    else is_floating_expression(ctx, value, depth + 1)
+                )
+                if answer is not None:
+                    return answer
+    return _by_name(node.attr)
+
+
+def _self_attribute_values(method: FunctionNode, attribute: str) -> list[ast.expr]:
+    """What a method assigns to `self.<attribute>` or registers as buffer `"<attribute>"`."""
+    found: list[ast.expr] = []
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if _is_self_attribute(target, attribute):
+                    found.append(node.value)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "register_buffer"
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == attribute
+        ):
+            found.append(node.args[1])
+    return found
+
+
+def _is_self_attribute(target: ast.expr, attribute: str) -> bool:
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == attribute
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    )
+
+
+def _assigned_values(function: FunctionNode, name: str, before_line: int) -> list[ast.expr]:
+    """Values assigned to `name` in this function (not in nested ones), before the line that reads it."""
+    values: list[ast.expr] = []
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, FunctionNode | ast.ClassDef | ast.Lambda):
+            continue
+        if getattr(node, "lineno", 0) < before_line:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                values.append(node.value)
+            elif (
+                isinstance(node, ast.AnnAssign)
+                and node.value is not None
+                and isinstance(node.target, ast.Name)
+                and node.target.id == name
+            ):
+                values.append(node.value)
+        stack.extend(ast.iter_child_nodes(node))
+    return values
+
+
+def _parameter(function: FunctionNode, name: str) -> tuple[ast.arg, ast.expr | None] | None:
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    for argument, default in zip(positional, defaults, strict=True):
+        if argument.arg == name:
+            return argument, default
+    for argument, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if argument.arg == name:
+            return argument, default
+    return None

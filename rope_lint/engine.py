@@ -1,0 +1,120 @@
+"""From files to findings: read, prefilter, parse with `ast`, run the rules, apply suppressions.
+
+`check` never imports LibCST, torch or the code it reads (DESIGN §3, §7).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rope_lint.config import Config
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
+from rope_lint.files import Excludes, SourceFile
+from rope_lint.rule import Rule
+from rope_lint.rules import matches
+from rope_lint.suppressions import is_suppressed
+
+# Below this many files a process pool costs more to start than it saves.
+_PARALLEL_THRESHOLD = 48
+
+
+@dataclass
+class Settings:
+    """What the rules need to know of a run, resolved from config and flags."""
+
+    rules: list[Rule]
+    root: Path
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Config, rules: list[Rule]) -> Settings:
+        return cls(rules=rules, root=config.root, per_file_ignores=config.per_file_ignores)
+
+    def ignored_codes(self, path: Path) -> list[str]:
+        codes: list[str] = []
+        for pattern, pattern_codes in self.per_file_ignores.items():
+            if Excludes([pattern], self.root)(path):
+                codes.extend(pattern_codes)
+        return codes
+
+
+def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]:
+    """Findings for one file's text, suppressions and per-file ignores applied."""
+    triggers = {trigger for rule in settings.rules for trigger in rule.triggers}
+    if not any(trigger.decode() in source for trigger in triggers):
+        return []
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as error:
+        return [_error(path, SYNTAX_ERROR, f"syntax error: {error.msg}", error.lineno or 1, (error.offset or 1) - 1)]
+    except (RecursionError, MemoryError):
+        return [_error(path, SYNTAX_ERROR, "expression too deeply nested to parse", 1, 0)]
+    except ValueError as error:  # null bytes, on Pythons that raise ValueError for them
+        return [_error(path, SYNTAX_ERROR, f"cannot parse: {error}", 1, 0)]
+    ctx = FileContext(path, source, tree)
+    ignored = settings.ignored_codes(Path(path))
+    found: list[Diagnostic] = []
+    for rule in settings.rules:
+        if matches(rule.code, ignored):
+            continue
+        try:
+            found.extend(rule.check(ctx))
+        except (RecursionError, MemoryError, Exception) as error:  # one rule's bug must not stop the run
+            found.append(_error(path, INTERNAL_ERROR, f"rule {rule.code} failed: {type(error).__name__}: {error}", 1, 0))
+    return sorted(
+        (d for d in found if not is_suppressed(d.code, ctx.lines, d.start.line, d.end.line)),
+        key=lambda d: d.sort_key,
+    )
+
+
+def read(path: Path) -> SourceFile | Diagnostic:
+    """The file, or the finding that says why it cannot be read."""
+    try:
+        return SourceFile.read(path)
+    except OSError as error:
+        return _error(str(path), READ_ERROR, f"cannot read: {error.strerror or error}", 1, 0)
+    except ValueError as error:
+        return _error(str(path), READ_ERROR, str(error), 1, 0)
+
+
+def check_file(path: Path, settings: Settings) -> list[Diagnostic]:
+    source = read(path)
+    if isinstance(source, Diagnostic):
+        return [source]
+    return check_source(str(path), source.text, settings)
+
+
+def check_paths(paths: Iterable[Path], settings: Settings) -> list[Diagnostic]:
+    files = list(paths)
+    workers = os.cpu_count() or 1
+    if len(files) < _PARALLEL_THRESHOLD or workers < 2:
+        results: Iterable[list[Diagnostic]] = (check_file(path, settings) for path in files)
+        return [d for result in results for d in result]
+    chunk = max(1, len(files) // (workers * 8))
+    with ProcessPoolExecutor(max_workers=workers, initializer=_set_worker_settings, initargs=(settings,)) as pool:
+        return [d for result in pool.map(_check_in_worker, files, chunksize=chunk) for d in result]
+
+
+_worker_settings: Settings | None = None
+
+
+def _set_worker_settings(settings: Settings) -> None:
+    global _worker_settings
+    _worker_settings = settings
+
+
+def _check_in_worker(path: Path) -> list[Diagnostic]:
+    assert _worker_settings is not None
+    return check_file(path, _worker_settings)
+
+
+def _error(path: str, code: str, message: str, line: int, column: int) -> Diagnostic:
+    name = {READ_ERROR: "read-error", SYNTAX_ERROR: "syntax-error", INTERNAL_ERROR: "internal-error"}[code]
+    position = Position(line, max(column, 0))
+    return Diagnostic(path=path, code=code, name=name, message=message, start=position, end=position)

@@ -1,0 +1,104 @@
+"""Applying fixes: LibCST edits at each finding's range, re-parsed before anything is written.
+
+LibCST keeps comments and formatting byte for byte outside the edited nodes. It is imported here only,
+so that `check` never pays for it.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from rope_lint.diagnostics import Diagnostic, FixSafety
+from rope_lint.files import SourceFile
+from rope_lint.rules import RULES_BY_CODE
+
+Range = tuple[tuple[int, int], tuple[int, int]]
+
+
+class UnsafeResultError(Exception):
+    """A fix produced code that does not parse: nothing is written."""
+
+
+@dataclass
+class FixResult:
+    text: str
+    applied: list[Diagnostic]
+
+
+def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]:
+    return [d for d in diagnostics if d.fix is not None and (unsafe or d.fix.safety is FixSafety.SAFE)]
+
+
+def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
+    """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not parse."""
+    by_range: dict[Range, list[Diagnostic]] = {}
+    for diagnostic in diagnostics:
+        key = ((diagnostic.start.line, diagnostic.start.column), (diagnostic.end.line, diagnostic.end.column))
+        by_range.setdefault(key, []).append(diagnostic)
+    module = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+    transformer = _FixTransformer(by_range)
+    text = module.visit(transformer).code
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError) as error:
+        raise UnsafeResultError(f"the fixed code would not parse ({error}); the file was left as it was") from None
+    return FixResult(text, transformer.applied)
+
+
+class _FixTransformer(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, pending: dict[Range, list[Diagnostic]]) -> None:
+        super().__init__()
+        self.pending = pending
+        self.applied: list[Diagnostic] = []
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        # Several nodes can share a range (an argument and its value); the innermost expression comes first.
+        if not isinstance(original_node, cst.BaseExpression):
+            return updated_node
+        position = self.get_metadata(PositionProvider, original_node, None)
+        if position is None:
+            return updated_node
+        key = ((position.start.line, position.start.column), (position.end.line, position.end.column))
+        for diagnostic in self.pending.pop(key, []):
+            assert diagnostic.fix is not None
+            updated_node = RULES_BY_CODE[diagnostic.code]().fix(updated_node, diagnostic.fix)
+            self.applied.append(diagnostic)
+        return updated_node
+
+
+def write_atomically(source: SourceFile, text: str) -> None:
+    """Replace the file with the edited text, or leave it as it was.
+
+    The new bytes go to a temporary file in the same folder, which is renamed over the original, so a
+    reader sees the old file or the new one and never half of one. The mode bits, encoding and BOM stay.
+    Raises OSError, or FileChangedError when the file changed on disk since it was read.
+    """
+    path = source.path.resolve()  # through a symlink to the file it names, which keeps the link a link
+    if path.read_bytes() != source.data:
+        raise FileChangedError(f"{path} changed on disk since it was read; not written")
+    mode = path.stat().st_mode
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".rope-lint")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(source.encode(text))
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class FileChangedError(OSError):
+    pass

@@ -1,0 +1,23 @@
+"""A JSON list of findings. Lines are 1-based and columns 1-based, as in the text output."""
+
+from __future__ import annotations
+
+import json
+
+from rope_lint.diagnostics import Diagnostic
+
+
+def as_dict(diagnostic: Diagnostic) -> dict[str, object]:
+    return {
+        "code": diagnostic.code,
+        "name": diagnostic.name,
+        "message": diagnostic.message,
+        "path": diagnostic.path,
+        "start": {"line": diagnostic.start.line, "column": diagnostic.start.column + 1},
+        "end": {"line": diagnostic.end.line, "column": diagnostic.end.column + 1},
+        "fix": None if diagnostic.fix is None else {"available": True, "safety": diagnostic.fix.safety.value},
+    }
+
+
+def render(diagnostics: list[Diagnostic]) -> str:
+    return json.dumps([as_dict(d) for d in diagnostics], indent=2) + "\n"

@@ -1,0 +1,32 @@
+"""`path:line:col: CODE [*] message`, one finding a line, as ruff prints them. Columns are 1-based."""
+
+from __future__ import annotations
+
+from rope_lint.diagnostics import Diagnostic, FixSafety
+
+
+def line(diagnostic: Diagnostic) -> str:
+    """`[*]` marks a finding that `rope-lint fix` fixes without `--unsafe-fixes`."""
+    fix = diagnostic.fix
+    marker = " [*]" if fix is not None and fix.safety is FixSafety.SAFE else ""
+    start = diagnostic.start
+    return f"{diagnostic.path}:{start.line}:{start.column + 1}: {diagnostic.code}{marker} {diagnostic.message}"
+
+
+def render(diagnostics: list[Diagnostic]) -> str:
+    return "".join(line(d) + "\n" for d in diagnostics)
+
+
+def summary(diagnostics: list[Diagnostic]) -> str:
+    """The closing line: how many findings, and how many of them `fix` can fix."""
+    if not diagnostics:
+        return "All checks passed!"
+    safe = sum(1 for d in diagnostics if d.fix is not None and d.fix.safety is FixSafety.SAFE)
+    unsafe = sum(1 for d in diagnostics if d.fix is not None and d.fix.safety is FixSafety.UNSAFE)
+    noun = "finding" if len(diagnostics) == 1 else "findings"
+    parts = []
+    if safe:
+        parts.append(f"[*] {safe} fixable with `rope-lint fix`")
+    if unsafe:
+        parts.append(f"{unsafe} more with `rope-lint fix --unsafe-fixes`")
+    return f"Found {len(diagnostics)} {noun}." + (f" {'; '.join(parts)}." if parts else "")

@@ -1,0 +1,65 @@
+"""The shape every rule has: code, name, documentation, detection, fix and examples in one class.
+
+A rule's docstring is its documentation, in the sections ruff uses (What it does / Why is this bad /
+Example / Use instead / Fix safety); `rope-lint rule CODE` prints it. Its `examples` are run by the test
+suite, so the documentation cannot drift from the behaviour.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Code the rule must leave alone."""
+
+    code: str
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code the rule must flag `count` times, and what `fix --unsafe-fixes` must make of it.
+
+    `fixed` is None when the rule offers no fix for this code; `safety` is the fix's safety otherwise.
+    """
+
+    code: str
+    fixed: str | None = None
+    safety: FixSafety | None = None
+    count: int = 1
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    # Bytes that every file this rule can flag contains: files without any of them are never parsed.
+    triggers: ClassVar[tuple[bytes, ...]]
+    # How the rule fixes, for the rules table: "safe", "unsafe", "sometimes" or "none".
+    fixability: ClassVar[str]
+    examples: ClassVar[tuple[Valid | Invalid, ...]]
+
+    def check(self, ctx: FileContext) -> Iterable[Diagnostic]:
+        raise NotImplementedError
+
+    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+        """The replacement for the LibCST node at a finding's range."""
+        raise NotImplementedError(f"{self.code} offers no fix")
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the documentation."""
+        return inspect.cleandoc(cls.__doc__ or "").splitlines()[0]
+
+    @classmethod
+    def documentation(cls) -> str:
+        return f"# {cls.code} {cls.name}\n\n" + inspect.cleandoc(cls.__doc__ or "")

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from rope_lint import enumerations
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.dtypes import is_floating_dtype
+from rope_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+# Calls on an enumeration that keep it integer, between the `arange` and the division.
+_INTEGER_PRESERVING_METHODS = frozenset({"to", "unsqueeze", "view", "reshape", "expand", "repeat", "flip", "cpu"})
+
+
+class DefaultDtypeDivision(Rule):
+    """
+    An integer enumeration is true-divided, so the result takes the default dtype.
+
+    ## What it does
+    Flags an integer `torch.arange` (no dtype, or an integer dtype) that is an operand of `/`, as in
+    the RoPE frequency line `base ** (torch.arange(0, dim, 2) / dim)`.
+
+    ## Why is this bad?
+    True division of integer tensors returns the default floating dtype. `from_pretrained(torch_dtype=
+    torch.bfloat16)` makes that bf16 while `__init__` runs, so the exponents, and with them every
+    inverse frequency, are rounded to 8 bits of mantissa. Adding `dtype=torch.int64` does not help:
+    transformers PR #28760 did exactly that, and the division still yields the default dtype.
+
+    ## Example
+    ```python
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64) / dim))
+    ```
+
+    ## Use instead
+    ```python
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    ```
+
+    ## Fix safety
+    Safe: under the default default dtype the quotient was float32 already, and `.float()` keeps it so.
+    """
+
+    code = "RPL103"
+    name = "default-dtype-division"
+    triggers = (b"arange",)
+    fixability = "safe"
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for call in ctx.calls("torch.arange"):
+            dtype = enumerations.dtype_argument(call)
+            if enumerations.float_literals(call) or (dtype is not None and is_floating_dtype(ctx, dtype) is not False):
+                continue
+            if not self._is_divided(ctx, call):
+                continue
+            yield ctx.diagnostic(
+                DefaultDtypeDivision,
+                call,
+                "true division of an integer enumeration yields the default dtype (bf16 under "
+                "`from_pretrained(torch_dtype=...)`); cast with `.float()` before dividing",
+                Fix(FixSafety.SAFE),
+            )
+
+    @staticmethod
+    def _is_divided(ctx: FileContext, call: ast.Call) -> bool:
+        """Whether the enumeration, through integer-preserving calls, is an operand of `/`."""
+        node: ast.AST = call
+        while True:
+            parent = ctx.parent(node)
+            if isinstance(parent, ast.BinOp):
+                return isinstance(parent.op, ast.Div)
+            if isinstance(parent, ast.Subscript) and parent.value is node:
+                node = parent
+                continue
+            grandparent = ctx.parent(parent) if parent is not None else None
+            if (
+                isinstance(parent, ast.Attribute)
+                and parent.attr in _INTEGER_PRESERVING_METHODS
+                and isinstance(grandparent, ast.Call)
+                and grandparent.func is parent
+                and not (parent.attr == "to" and any(is_floating_dtype(ctx, arg) for arg in grandparent.args))
+            ):
+                node = grandparent
+                continue
+            return False
+
+    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+        from rope_lint import cst_edits
+
+        return cst_edits.cast_to_float(node)
+
+    examples = (
+        Invalid(
+            "import torch\ninv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2) / dim))\n",
+            fixed="import torch\ninv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\ninv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64) / dim))\n",
+            fixed="import torch\ninv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nexponent = torch.arange(0, dim, 2).to(device) / dim\n",
+            fixed="import torch\nexponent = torch.arange(0, dim, 2).float().to(device) / dim\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "from torch import arange\nratio = arange(n)[: n // 2] / n\n",
+            fixed="from torch import arange\nratio = arange(n).float()[: n // 2] / n\n",
+            safety=FixSafety.SAFE,
+        ),
+        Valid("import torch\ninv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"),
+        Valid("import torch\nhalf = torch.arange(0, dim, 2) // 2\n"),
+        Valid("import torch\nscaled = torch.arange(0, dim, 2).to(torch.float32) / dim\n"),
+    )

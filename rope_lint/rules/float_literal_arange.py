@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from rope_lint import enumerations
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+
+class FloatLiteralArange(Rule):
+    """
+    `torch.arange` with a float literal bound or step enumerates in the default dtype.
+
+    ## What it does
+    Flags `torch.arange` calls without `dtype=` whose start, end or step is a float literal with an
+    integral value, such as `torch.arange(0.0, d, 2.0)` or `torch.arange(4096.0)`.
+
+    ## Why is this bad?
+    A float bound makes the result take the default dtype. `from_pretrained(torch_dtype=torch.bfloat16)`
+    sets that default to bf16 while the model's `__init__` runs, and DeepSpeed's `zero.Init()` casts the
+    floating result to bf16 as well. bf16 holds integers exactly only up to 256, so the positions above
+    it collapse onto their neighbours.
+
+    A genuinely fractional range (`torch.arange(0, 1, 0.1)`) is not an enumeration and is not flagged.
+
+    ## Example
+    ```python
+    pos = torch.arange(0.0, seq_len, 1.0)
+    ```
+
+    ## Use instead
+    ```python
+    pos = torch.arange(0, seq_len, 1, dtype=torch.int64).float()
+    ```
+
+    ## Fix safety
+    Safe: the literals are integral, so the int64 enumeration holds the same values, and `.float()` gives
+    the float32 result that the code had under the default dtype.
+    """
+
+    code = "RPL102"
+    name = "float-literal-arange"
+    triggers = (b"arange",)
+    fixability = "safe"
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for call in ctx.calls("torch.arange"):
+            literals = enumerations.float_literals(call)
+            if not literals or enumerations.dtype_argument(call) is not None or enumerations.is_fractional(call):
+                continue
+            alias = enumerations.torch_alias(ctx, call)
+            fix = None
+            if alias is not None:
+                cast = "no" if enumerations.is_cast_to_float32(ctx, ctx.parent(call)) else "yes"
+                fix = Fix(FixSafety.SAFE, (("torch", alias), ("cast", cast)))
+            yield ctx.diagnostic(
+                FloatLiteralArange,
+                call,
+                "`torch.arange` with float literal bounds enumerates in the default dtype (bf16 under "
+                "`from_pretrained(torch_dtype=...)`); use integer bounds and int64, then `.float()`",
+                fix,
+            )
+
+    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+        from rope_lint import cst_edits
+
+        call = cst_edits.with_dtype(cst_edits.integral_literals(node), f"{fix.get('torch')}.int64")
+        return cst_edits.cast_to_float(call) if fix.get("cast") == "yes" else call
+
+    examples = (
+        Invalid(
+            "import torch\npos = torch.arange(0.0, seq_len, 1.0)\n",
+            fixed="import torch\npos = torch.arange(0, seq_len, 1, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nt = torch.arange(4096.0, device=device)\n",
+            fixed="import torch\nt = torch.arange(4096, device=device, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nbwd = torch.arange(-beg, -end, 1.0).float()\n",
+            fixed="import torch\nbwd = torch.arange(-beg, -end, 1, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nseq = torch.arange(klen - 1, -1, -1.0)\n",
+            fixed="import torch\nseq = torch.arange(klen - 1, -1, -1, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Valid("import torch\nsteps = torch.arange(0, 1, 0.1)\n"),
+        Valid("import torch\nt = torch.arange(0, n, 2)\n"),
+        Valid("import torch\nt = torch.arange(0.0, n, 1.0, dtype=torch.int64).float()\n"),
+        Valid("import numpy\nt = numpy.arange(0.0, n, 1.0)\n"),
+    )

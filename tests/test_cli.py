@@ -1,0 +1,221 @@
+"""The command line as users meet it: output, exit codes, selection, configuration, suppressions, fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import rope_lint
+
+FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
+BF16_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.bfloat16)\n"  # RPL101, unsafe fix
+DIVISION = "import torch\ninv = 1.0 / (10000 ** (torch.arange(0, 64, 2) / 64))\n"  # RPL103
+CLEAN = "import torch\nt = torch.arange(4096, dtype=torch.int64).float()\n"
+
+
+def write(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return folder
+
+
+def test_text_output_marks_fixable_findings_and_summarises(tmp_path: Path) -> None:
+    write(tmp_path, {"a.py": FLOAT_ARANGE, "b.py": BF16_ARANGE})
+    result = rope_lint("check", ".", cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("a.py:2:5: RPL101 [*] `torch.arange` enumerates positions")
+    assert lines[1].startswith("b.py:2:5: RPL101 `torch.arange`")  # unsafe fix: no [*]
+    assert lines[-1] == "Found 2 findings. [*] 1 fixable with `rope-lint fix`; 1 more with `rope-lint fix --unsafe-fixes`."
+
+
+def test_clean_tree_exits_zero(tmp_path: Path) -> None:
+    write(tmp_path, {"a.py": CLEAN})
+    result = rope_lint("check", str(tmp_path))
+    assert result.returncode == 0
+    assert result.stdout.strip() == "All checks passed!"
+
+
+def test_json_output(tmp_path: Path) -> None:
+    write(tmp_path, {"a.py": FLOAT_ARANGE})
+    result = rope_lint("check", "--output-format", "json", "a.py", cwd=tmp_path)
+    assert result.returncode == 1
+    [finding] = json.loads(result.stdout)
+    assert finding == {
+        "code": "RPL101",
+        "name": "float-arange",
+        "message": finding["message"],
+        "path": "a.py",
+        "start": {"line": 2, "column": 5},
+        "end": {"line": 2, "column": 43},
+        "fix": {"available": True, "safety": "safe"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("flags", "codes"),
+    [
+        ([], ["RPL101", "RPL103"]),
+        (["--select", "RPL103"], ["RPL103"]),
+        (["--select", "RPL1"], ["RPL101", "RPL103"]),
+        (["--ignore", "RPL10"], []),
+        (["--select", "RPL1", "--ignore", "RPL101"], ["RPL103"]),
+    ],
+)
+def test_select_and_ignore_take_codes_and_prefixes(tmp_path: Path, flags: list[str], codes: list[str]) -> None:
+    write(tmp_path, {"a.py": FLOAT_ARANGE, "b.py": DIVISION})
+    result = rope_lint("check", "--output-format", "json", *flags, ".", cwd=tmp_path)
+    assert sorted(f["code"] for f in json.loads(result.stdout)) == codes
+    assert result.returncode == (1 if codes else 0)
+
+
+def test_unknown_code_is_a_usage_error(tmp_path: Path) -> None:
+    result = rope_lint("check", "--select", "XYZ9", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == "rope-lint: error: unknown rule code or prefix: 'XYZ9'"
+
+
+def test_configuration_in_pyproject_and_flags_override_it(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pyproject.toml": """
+                [tool.rope-lint]
+                select = ["RPL101"]
+                exclude = ["generated"]
+                per-file-ignores = {"legacy/*.py" = ["RPL101"]}
+            """,
+            "a.py": FLOAT_ARANGE,
+            "b.py": DIVISION,
+            "generated/c.py": FLOAT_ARANGE,
+            "legacy/d.py": FLOAT_ARANGE,
+        },
+    )
+    result = rope_lint("check", "--output-format", "json", ".", cwd=tmp_path)
+    assert [(f["path"], f["code"]) for f in json.loads(result.stdout)] == [("a.py", "RPL101")]
+    result = rope_lint("check", "--output-format", "json", "--select", "RPL103", ".", cwd=tmp_path)
+    assert [(f["path"], f["code"]) for f in json.loads(result.stdout)] == [("b.py", "RPL103")]
+
+
+def test_configuration_errors_are_one_line(tmp_path: Path) -> None:
+    write(tmp_path, {"pyproject.toml": "[tool.rope-lint]\nselct = ['RPL1']\n", "a.py": CLEAN})
+    result = rope_lint("check", ".", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "unknown key 'selct' in [tool.rope-lint]" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("comment", "silenced"),
+    [
+        ("# rope-lint: ignore[RPL101]", True),
+        ("# rope-lint: ignore", True),
+        ("# noqa: RPL101", True),
+        ("# rope-lint: ignore[RPL103]", False),
+        ("# noqa: E501", False),
+    ],
+)
+def test_suppression_comments(tmp_path: Path, comment: str, silenced: bool) -> None:
+    write(tmp_path, {"a.py": f"import torch\nt = torch.arange(8, dtype=torch.float32)  {comment}\n"})
+    result = rope_lint("check", "a.py", cwd=tmp_path)
+    assert result.returncode == (0 if silenced else 1)
+
+
+def test_walk_skips_hidden_folders_and_virtual_environments(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "model.py": FLOAT_ARANGE,
+            ".hidden/a.py": FLOAT_ARANGE,
+            "venv/lib/b.py": FLOAT_ARANGE,
+            "myenv/pyvenv.cfg": "home = /usr\n",
+            "myenv/lib/c.py": FLOAT_ARANGE,
+            "notes.txt": FLOAT_ARANGE,
+        },
+    )
+    result = rope_lint("check", "--output-format", "json", cwd=tmp_path)
+    assert [f["path"] for f in json.loads(result.stdout)] == ["model.py"]
+
+
+def test_unreadable_files_are_reported_and_the_rest_still_checked(tmp_path: Path) -> None:
+    write(tmp_path, {"a.py": FLOAT_ARANGE, "broken.py": "import torch\ntorch.arange(\n"})
+    (tmp_path / "latin.py").write_bytes(b"x = '\xff\xfe arange'\n")
+    result = rope_lint("check", ".", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "a.py:2:5: RPL101" in result.stdout
+    assert "broken.py:2:" in result.stdout and "RPL902 syntax error" in result.stdout
+    assert "latin.py:1:1: RPL901 cannot decode" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_missing_path_is_an_error(tmp_path: Path) -> None:
+    result = rope_lint("check", "nowhere.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "nowhere.py:1:1: RPL901 cannot read: No such file or directory" in result.stdout
+
+
+def test_rules_table_and_rule_documentation() -> None:
+    table = rope_lint("rules")
+    assert table.returncode == 0
+    assert table.stdout.splitlines()[0].split() == ["CODE", "NAME", "FIX", "SUMMARY"]
+    assert any(line.startswith("RPL101  float-arange") for line in table.stdout.splitlines())
+    doc = rope_lint("rule", "rpl103")
+    assert doc.returncode == 0
+    assert doc.stdout.startswith("# RPL103 default-dtype-division")
+    assert "## Fix safety" in doc.stdout
+    assert rope_lint("rule", "RPL999").returncode == 2
+
+
+def test_fix_applies_safe_fixes_and_reports_what_remains(tmp_path: Path) -> None:
+    write(tmp_path, {"a.py": FLOAT_ARANGE, "b.py": BF16_ARANGE})
+    result = rope_lint("fix", ".", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "Fixed 1 finding, 1 remaining."
+    assert (tmp_path / "a.py").read_text() == CLEAN
+    assert (tmp_path / "b.py").read_text() == BF16_ARANGE
+
+    result = rope_lint("fix", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[-1] == "Fixed 1 finding, 0 remaining."
+    assert (tmp_path / "b.py").read_text() == CLEAN
+
+
+def test_fix_diff_writes_nothing(tmp_path: Path) -> None:
+    write(tmp_path, {"a.py": FLOAT_ARANGE})
+    result = rope_lint("fix", "--diff", "a.py", cwd=tmp_path)
+    assert (tmp_path / "a.py").read_text() == FLOAT_ARANGE
+    assert result.returncode == 0
+    assert "--- a/a.py\n+++ b/a.py\n" in result.stdout
+    assert "-t = torch.arange(4096, dtype=torch.float32)\n+t = torch.arange(4096, dtype=torch.int64).float()\n" in (
+        result.stdout
+    )
+    assert result.stdout.splitlines()[-1] == "Would fix 1 finding, 0 remaining."
+
+
+def test_fix_keeps_encoding_bom_line_endings_and_mode(tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    original = b"\xef\xbb\xbfimport torch\r\n# caf\xc3\xa9\r\nt = torch.arange(8, dtype=torch.float32)\r\n"
+    path.write_bytes(original)
+    path.chmod(0o751)
+    assert rope_lint("fix", str(path)).returncode == 0
+    assert path.read_bytes() == original.replace(b"torch.float32)", b"torch.int64).float()")
+    assert path.stat().st_mode & 0o777 == 0o751
+    assert rope_lint("fix", str(path)).stdout.splitlines()[-1] == "Fixed 0 findings, 0 remaining."
+
+
+def test_check_imports_neither_libcst_nor_torch(tmp_path: Path) -> None:
+    write(tmp_path, {"a.py": FLOAT_ARANGE})
+    probe = (
+        "import sys\n"
+        "from rope_lint.cli import main\n"
+        f"main(['check', {str(tmp_path)!r}])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('libcst', 'torch', 'transformers')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.stdout.splitlines()[-1] == "[]"

@@ -1,0 +1,57 @@
+"""The bundled fixtures: each hazard file flags exactly its `# expect: CODE` lines, and fixes into its twin."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import REPO, rope_lint
+
+from rope_lint.engine import Settings, check_file
+from rope_lint.rules import select_rules
+
+HAZARDS = REPO / "fixtures" / "hazards"
+FIXED = REPO / "fixtures" / "fixed"
+NAMES = sorted(path.name for path in HAZARDS.glob("*.py"))
+_EXPECT = re.compile(r"# expect: (RPL\d+)")
+
+
+def expected(path: Path) -> list[tuple[int, str]]:
+    return [
+        (number, match.group(1))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        for match in _EXPECT.finditer(line)
+    ]
+
+
+def found(path: Path) -> list[tuple[int, str]]:
+    return [(d.start.line, d.code) for d in check_file(path, Settings(select_rules(["ALL"], []), REPO))]
+
+
+def test_every_hazard_has_a_fixed_twin() -> None:
+    assert NAMES
+    assert NAMES == sorted(path.name for path in FIXED.glob("*.py"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hazard_fixture_flags_exactly_its_marked_lines(name: str) -> None:
+    path = HAZARDS / name
+    assert expected(path), "a hazard fixture marks its hazards"
+    assert found(path) == expected(path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fix_turns_hazard_into_its_twin(name: str, tmp_path: Path) -> None:
+    copy = tmp_path / name
+    shutil.copy(HAZARDS / name, copy)
+    rope_lint("fix", "--unsafe-fixes", str(copy))
+    assert copy.read_text() == (FIXED / name).read_text()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fixed_twin_keeps_only_unfixable_findings(name: str) -> None:
+    settings = Settings(select_rules(["ALL"], []), REPO)
+    unfixable = [(d.start.line, d.code) for d in check_file(HAZARDS / name, settings) if d.fix is None]
+    assert found(FIXED / name) == unfixable

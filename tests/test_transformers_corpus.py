@@ -1,0 +1,141 @@
+"""transformers 4.37.2 against the manual fix of PR #28760 (in 4.38.0): what rope-lint flags, and what its fix does.
+
+Both wheels come from PyPI into the git-ignored test cache; a failed download fails these tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import REPO, rope_lint, unpacked_wheel
+
+from rope_lint.diagnostics import Diagnostic
+from rope_lint.engine import Settings, check_paths
+from rope_lint.files import Excludes, discover
+from rope_lint.rules import select_rules
+
+# Measured with this test; the README quotes them.
+EXPECTED_HAZARD_LINES = 94  # changed arange lines that could enumerate in low precision
+NOT_HAZARD_LINES = 24  # changed arange lines that could not (tests/data/pr28760_not_hazards.txt)
+FINDINGS_BEYOND_THE_PR = 5  # genuine float enumerations that the PR missed
+# Near-misses in 4.37.2 that must stay silent: `dtype=` of an integer tensor.
+INTEGER_DTYPE_SITES = [
+    ("models/layoutlmv2/modeling_layoutlmv2.py", "bbox.dtype"),
+    ("models/vits/modeling_vits.py", "predicted_lengths.dtype"),
+    ("models/cpmant/modeling_cpmant.py", "dtype=dtype"),  # `dtype = input_ids.dtype` a few lines above
+]
+
+
+@pytest.fixture(scope="module")
+def old_tree() -> Path:
+    return unpacked_wheel("transformers", "4.37.2") / "transformers"
+
+
+@pytest.fixture(scope="module")
+def new_tree() -> Path:
+    return unpacked_wheel("transformers", "4.38.0") / "transformers"
+
+
+@pytest.fixture(scope="module")
+def findings(old_tree: Path) -> list[Diagnostic]:
+    files = discover([str(old_tree)], Excludes([], old_tree))
+    return check_paths(files, Settings(select_rules(["ALL"], []), old_tree))
+
+
+def changed_arange_lines(old_tree: Path, new_tree: Path) -> list[tuple[str, int, str]]:
+    """(file, old line number, old line) for each `torch.arange` line that 4.38.0 replaced or removed."""
+    changed = []
+    for old_file in sorted(old_tree.rglob("*.py")):
+        relative = old_file.relative_to(old_tree).as_posix()
+        new_file = new_tree / relative
+        if not new_file.exists():
+            continue
+        old_lines, new_lines = old_file.read_text().splitlines(), new_file.read_text().splitlines()
+        if old_lines == new_lines:
+            continue
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        for tag, first, last, _, _ in matcher.get_opcodes():
+            if tag in ("replace", "delete"):
+                changed += [(relative, n + 1, old_lines[n].strip()) for n in range(first, last) if "arange" in old_lines[n]]
+    return changed
+
+
+def not_hazards() -> set[tuple[str, str]]:
+    rows = (REPO / "tests" / "data" / "pr28760_not_hazards.txt").read_text().splitlines()
+    return {tuple(row.split("\t")[:2]) for row in rows if row and not row.startswith("#")}
+
+
+def lines_covered(findings: list[Diagnostic], root: Path) -> set[tuple[str, int]]:
+    return {
+        (Path(d.path).relative_to(root).as_posix(), line)
+        for d in findings
+        for line in range(d.start.line, d.end.line + 1)
+    }
+
+
+def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, new_tree, findings) -> None:
+    changed = changed_arange_lines(old_tree, new_tree)
+    excluded = not_hazards()
+    hazards = [(path, line, text) for path, line, text in changed if (path, text) not in excluded]
+    covered = lines_covered(findings, old_tree)
+    missed = [site for site in hazards if site[:2] not in covered]
+    found = len(hazards) - len(missed)
+    print(f"PR #28760 hazardous arange lines flagged: {found} / {len(hazards)}")
+    assert missed == []
+    assert len(hazards) == EXPECTED_HAZARD_LINES
+    assert len(changed) - len(hazards) == NOT_HAZARD_LINES
+    # Every listed non-hazard really is among the changed lines, so the list cannot hide a miss by going stale.
+    assert excluded <= {(path, text) for path, _, text in changed}
+
+
+def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, new_tree, findings) -> None:
+    changed = {(path, line) for path, line, _ in changed_arange_lines(old_tree, new_tree)}
+    beyond = [d for d in findings if not lines_covered([d], old_tree) & changed]
+    for d in beyond:
+        line = (Path(d.path).read_text().splitlines())[d.start.line - 1]
+        assert "torch.arange" in line
+        assert "dtype=torch.float" in line or ".0," in line, f"not a float enumeration: {line.strip()}"
+    print(f"findings beyond the PR (false alarms: 0): {len(beyond)}")
+    assert len(beyond) == FINDINGS_BEYOND_THE_PR
+
+
+@pytest.mark.parametrize(("relative", "needle"), INTEGER_DTYPE_SITES)
+def test_silent_on_the_dtype_of_an_integer_tensor(old_tree, findings, relative, needle) -> None:
+    path = old_tree / relative
+    lines = [n for n, text in enumerate(path.read_text().splitlines(), 1) if "arange" in text and needle in text]
+    assert lines, f"the near-miss {needle} is no longer in {relative}"
+    flagged = {line for p, line in lines_covered(findings, old_tree) if p == relative}
+    assert not flagged & set(lines)
+
+
+def test_fix_of_the_whole_tree(old_tree, findings, tmp_path: Path) -> None:
+    tree = tmp_path / "transformers"
+    shutil.copytree(old_tree, tree)
+    first = rope_lint("fix", "--unsafe-fixes", str(tree))
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert f"Fixed {len(findings)} findings, 0 remaining." in first.stdout
+
+    flagged = {(Path(d.path).relative_to(old_tree).as_posix(), d.start.line, d.end.line) for d in findings}
+    for new_file in sorted(tree.rglob("*.py")):
+        relative = new_file.relative_to(tree).as_posix()
+        new_text = new_file.read_text()
+        ast.parse(new_text, filename=relative)  # every file still compiles
+        old_lines = (old_tree / relative).read_text().splitlines()
+        new_lines = new_text.splitlines()
+        if old_lines == new_lines:
+            continue
+        ranges = [(start, end) for path, start, end in flagged if path == relative]
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        for tag, first_line, last_line, _, _ in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            for number in range(first_line + 1, last_line + 1):
+                assert any(start <= number <= end for start, end in ranges), f"{relative}:{number} changed unflagged"
+
+    second = rope_lint("fix", "--unsafe-fixes", str(tree))
+    assert "Fixed 0 findings, 0 remaining." in second.stdout
+    assert second.returncode == 0
