@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
-from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 from rope_lint import __version__
 from rope_lint.config import Config, ConfigError, load
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
-from rope_lint.engine import Settings, check_paths, check_source, read
+from rope_lint.engine import Settings, check_paths, map_files
 from rope_lint.files import Excludes, discover
 from rope_lint.output import FORMATS, text
 from rope_lint.rules import ALL_RULES, RULES_BY_CODE, UnknownCodeError, matches, select_rules
@@ -107,42 +106,17 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _fix(args: argparse.Namespace) -> int:
-    from rope_lint.fixes import FileChangedError, UnsafeResultError, apply_fixes, fixable, write_atomically
+    from rope_lint.fixes import fix_file
 
     config, settings, files = _resolve(args)
-    by_path: dict[str, list[Diagnostic]] = defaultdict(list)
-    for diagnostic in check_paths(files, settings):
-        by_path[diagnostic.path].append(diagnostic)
-    fixed_count = 0
+    outcomes = map_files(partial(fix_file, settings=settings, unsafe=args.unsafe_fixes, diff_only=args.diff), files)
     remaining: list[Diagnostic] = []
-    for path, diagnostics in by_path.items():
-        if not fixable(diagnostics, args.unsafe_fixes):
-            remaining.extend(diagnostics)
-            continue
-        source = read(Path(path))
-        if isinstance(source, Diagnostic):  # gone or unreadable since the check
-            remaining.append(source)
-            continue
-        current = check_source(path, source.text, settings)
-        try:
-            result = apply_fixes(source.text, fixable(current, args.unsafe_fixes))
-            if args.diff:
-                sys.stdout.writelines(
-                    difflib.unified_diff(
-                        source.text.splitlines(keepends=True),
-                        result.text.splitlines(keepends=True),
-                        fromfile=f"a/{path}",
-                        tofile=f"b/{path}",
-                    )
-                )
-            else:
-                write_atomically(source, result.text)
-        except (UnsafeResultError, FileChangedError, OSError) as error:
-            print(f"rope-lint: {path}: {error}", file=sys.stderr)
-            remaining.extend(current)
-            continue
-        fixed_count += len(result.applied)
-        remaining.extend(check_source(path, result.text, settings))
+    for outcome in outcomes:
+        sys.stdout.write(outcome.diff)
+        if outcome.error:
+            print(f"rope-lint: {outcome.path}: {outcome.error}", file=sys.stderr)
+        remaining.extend(outcome.remaining)
+    fixed_count = sum(len(outcome.fixed) for outcome in outcomes)
     remaining = _reported(sorted(remaining, key=lambda d: d.sort_key), config)
     sys.stdout.write(text.render(remaining))
     verb = "Would fix" if args.diff else "Fixed"

@@ -54,7 +54,8 @@ def load(start: Path) -> Config:
             if not isinstance(value, dict):
                 raise ConfigError(f"{pyproject}: [tool.{SECTION}] per-file-ignores must be a table")
             config.per_file_ignores = {
-                pattern: _string_list(codes, pyproject, f"per-file-ignores.{pattern}") for pattern, codes in value.items()
+                pattern: _string_list(codes, pyproject, f"per-file-ignores.{pattern}")
+                for pattern, codes in value.items()
             }
         else:
             raise ConfigError(f"{pyproject}: unknown key {key!r} in [tool.{SECTION}]")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-
 # Findings about the run itself rather than the code. They are always reported (they can be ignored, never
 # selected away), and they make the exit code 2.
 READ_ERROR = "RPL901"

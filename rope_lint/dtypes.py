@@ -46,7 +46,7 @@ _FLOATING_NAME = re.compile(
 
 
 def qualified_dtype(ctx: FileContext, node: ast.expr) -> str | None:
-    """"torch.float32" for `torch.float32`, `t.float32` or a bare `float32` imported from torch."""
+    """ "torch.float32" for `torch.float32`, `t.float32` or a bare `float32` imported from torch."""
     name = ctx.qualified_name(node)
     return name if name in FLOATING_DTYPES or name in INTEGER_DTYPES else None
 
@@ -218,8 +218,8 @@ def _assigned_values(function: FunctionNode, name: str, before_line: int) -> lis
         if isinstance(node, FunctionNode | ast.ClassDef | ast.Lambda):
             continue
         if getattr(node, "lineno", 0) < before_line:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                values.append(node.value)
+            if isinstance(node, ast.Assign):
+                values.extend(value for target in node.targets for value in _values_bound(target, node.value, name))
             elif (
                 isinstance(node, ast.AnnAssign)
                 and node.value is not None
@@ -229,6 +229,16 @@ def _assigned_values(function: FunctionNode, name: str, before_line: int) -> lis
                 values.append(node.value)
         stack.extend(ast.iter_child_nodes(node))
     return values
+
+
+def _values_bound(target: ast.expr, value: ast.expr, name: str) -> list[ast.expr]:
+    """What `target = value` binds to `name`, through tuple unpacking (`dtype, device = x.dtype, x.device`)."""
+    if isinstance(target, ast.Name):
+        return [value] if target.id == name else []
+    pairs = isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List)
+    if pairs and len(target.elts) == len(value.elts):
+        return [v for t, e in zip(target.elts, value.elts, strict=True) for v in _values_bound(t, e, name)]
+    return []
 
 
 def _parameter(function: FunctionNode, name: str) -> tuple[ast.arg, ast.expr | None] | None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from rope_lint.config import Config
 from rope_lint.context import FileContext
@@ -19,6 +21,8 @@ from rope_lint.files import Excludes, SourceFile
 from rope_lint.rule import Rule
 from rope_lint.rules import matches
 from rope_lint.suppressions import is_suppressed
+
+T = TypeVar("T")
 
 # Below this many files a process pool costs more to start than it saves.
 _PARALLEL_THRESHOLD = 48
@@ -66,7 +70,9 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
         try:
             found.extend(rule.check(ctx))
         except (RecursionError, MemoryError, Exception) as error:  # one rule's bug must not stop the run
-            found.append(_error(path, INTERNAL_ERROR, f"rule {rule.code} failed: {type(error).__name__}: {error}", 1, 0))
+            found.append(
+                _error(path, INTERNAL_ERROR, f"rule {rule.code} failed: {type(error).__name__}: {error}", 1, 0)
+            )
     return sorted(
         (d for d in found if not is_suppressed(d.code, ctx.lines, d.start.line, d.end.line)),
         key=lambda d: d.sort_key,
@@ -91,27 +97,20 @@ def check_file(path: Path, settings: Settings) -> list[Diagnostic]:
 
 
 def check_paths(paths: Iterable[Path], settings: Settings) -> list[Diagnostic]:
-    files = list(paths)
+    return [d for result in map_files(partial(check_file, settings=settings), list(paths)) for d in result]
+
+
+def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
+    """`work` on every file, spread over all cores when there are enough files to repay the start-up.
+
+    `work` must be picklable: a module-level function, or a `functools.partial` of one.
+    """
     workers = os.cpu_count() or 1
     if len(files) < _PARALLEL_THRESHOLD or workers < 2:
-        results: Iterable[list[Diagnostic]] = (check_file(path, settings) for path in files)
-        return [d for result in results for d in result]
+        return [work(path) for path in files]
     chunk = max(1, len(files) // (workers * 8))
-    with ProcessPoolExecutor(max_workers=workers, initializer=_set_worker_settings, initargs=(settings,)) as pool:
-        return [d for result in pool.map(_check_in_worker, files, chunksize=chunk) for d in result]
-
-
-_worker_settings: Settings | None = None
-
-
-def _set_worker_settings(settings: Settings) -> None:
-    global _worker_settings
-    _worker_settings = settings
-
-
-def _check_in_worker(path: Path) -> list[Diagnostic]:
-    assert _worker_settings is not None
-    return check_file(path, _worker_settings)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(work, files, chunksize=chunk))
 
 
 def _error(path: str, code: str, message: str, line: int, column: int) -> Diagnostic:

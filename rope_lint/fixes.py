@@ -7,16 +7,18 @@ so that `check` never pays for it.
 from __future__ import annotations
 
 import ast
+import difflib
 import os
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
+from rope_lint.engine import Settings, check_source, read
 from rope_lint.files import SourceFile
 from rope_lint.rules import RULES_BY_CODE
 
@@ -31,6 +33,45 @@ class UnsafeResultError(Exception):
 class FixResult:
     text: str
     applied: list[Diagnostic]
+
+
+@dataclass
+class FileFixOutcome:
+    """What fixing one file did: the findings fixed, those left, the diff, or why nothing was written."""
+
+    path: str
+    fixed: list[Diagnostic] = field(default_factory=list)
+    remaining: list[Diagnostic] = field(default_factory=list)
+    diff: str = ""
+    error: str | None = None
+
+
+def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> FileFixOutcome:
+    """Check one file and apply its fixes: written atomically, or shown as a unified diff."""
+    source = read(path)
+    if isinstance(source, Diagnostic):
+        return FileFixOutcome(str(path), remaining=[source])
+    found = check_source(str(path), source.text, settings)
+    chosen = fixable(found, unsafe)
+    if not chosen:
+        return FileFixOutcome(str(path), remaining=found)
+    try:
+        result = apply_fixes(source.text, chosen)
+        if not diff_only:
+            write_atomically(source, result.text)
+    except (UnsafeResultError, OSError) as error:
+        return FileFixOutcome(str(path), remaining=found, error=str(error))
+    diff = ""
+    if diff_only:
+        diff = "".join(
+            difflib.unified_diff(
+                source.text.splitlines(keepends=True),
+                result.text.splitlines(keepends=True),
+                fromfile=f"a/{path}",
+                tofile=f"b/{path}",
+            )
+        )
+    return FileFixOutcome(str(path), result.applied, check_source(str(path), result.text, settings), diff)
 
 
 def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]:

@@ -28,7 +28,17 @@ def pypi_wheel(package: str, version: str) -> Path:
     found = sorted(folder.glob(pattern))
     if not found:
         result = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"{package}=={version}", "-d", str(folder)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                f"{package}=={version}",
+                "-d",
+                str(folder),
+            ],
             capture_output=True,
             text=True,
         )

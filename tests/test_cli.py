@@ -32,7 +32,9 @@ def test_text_output_marks_fixable_findings_and_summarises(tmp_path: Path) -> No
     lines = result.stdout.splitlines()
     assert lines[0].startswith("a.py:2:5: RPL101 [*] `torch.arange` enumerates positions")
     assert lines[1].startswith("b.py:2:5: RPL101 `torch.arange`")  # unsafe fix: no [*]
-    assert lines[-1] == "Found 2 findings. [*] 1 fixable with `rope-lint fix`; 1 more with `rope-lint fix --unsafe-fixes`."
+    assert (
+        lines[-1] == "Found 2 findings. [*] 1 fixable with `rope-lint fix`; 1 more with `rope-lint fix --unsafe-fixes`."
+    )
 
 
 def test_clean_tree_exits_zero(tmp_path: Path) -> None:
@@ -53,7 +55,7 @@ def test_json_output(tmp_path: Path) -> None:
         "message": finding["message"],
         "path": "a.py",
         "start": {"line": 2, "column": 5},
-        "end": {"line": 2, "column": 43},
+        "end": {"line": 2, "column": 44},
         "fix": {"available": True, "safety": "safe"},
     }
 

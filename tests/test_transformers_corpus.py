@@ -26,7 +26,7 @@ FINDINGS_BEYOND_THE_PR = 5  # genuine float enumerations that the PR missed
 INTEGER_DTYPE_SITES = [
     ("models/layoutlmv2/modeling_layoutlmv2.py", "bbox.dtype"),
     ("models/vits/modeling_vits.py", "predicted_lengths.dtype"),
-    ("models/cpmant/modeling_cpmant.py", "dtype=dtype"),  # `dtype = input_ids.dtype` a few lines above
+    ("models/cpmant/modeling_cpmant.py", "dtype"),  # `dtype, device = input_ids.dtype, input_ids.device` above
 ]
 
 
@@ -46,7 +46,8 @@ def findings(old_tree: Path) -> list[Diagnostic]:
     return check_paths(files, Settings(select_rules(["ALL"], []), old_tree))
 
 
-def changed_arange_lines(old_tree: Path, new_tree: Path) -> list[tuple[str, int, str]]:
+@pytest.fixture(scope="module")
+def changed(old_tree: Path, new_tree: Path) -> list[tuple[str, int, str]]:
     """(file, old line number, old line) for each `torch.arange` line that 4.38.0 replaced or removed."""
     changed = []
     for old_file in sorted(old_tree.rglob("*.py")):
@@ -60,7 +61,9 @@ def changed_arange_lines(old_tree: Path, new_tree: Path) -> list[tuple[str, int,
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
         for tag, first, last, _, _ in matcher.get_opcodes():
             if tag in ("replace", "delete"):
-                changed += [(relative, n + 1, old_lines[n].strip()) for n in range(first, last) if "arange" in old_lines[n]]
+                changed += [
+                    (relative, n + 1, old_lines[n].strip()) for n in range(first, last) if "arange" in old_lines[n]
+                ]
     return changed
 
 
@@ -77,8 +80,7 @@ def lines_covered(findings: list[Diagnostic], root: Path) -> set[tuple[str, int]
     }
 
 
-def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, new_tree, findings) -> None:
-    changed = changed_arange_lines(old_tree, new_tree)
+def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, changed, findings) -> None:
     excluded = not_hazards()
     hazards = [(path, line, text) for path, line, text in changed if (path, text) not in excluded]
     covered = lines_covered(findings, old_tree)
@@ -92,9 +94,9 @@ def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, new_tree, find
     assert excluded <= {(path, text) for path, _, text in changed}
 
 
-def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, new_tree, findings) -> None:
-    changed = {(path, line) for path, line, _ in changed_arange_lines(old_tree, new_tree)}
-    beyond = [d for d in findings if not lines_covered([d], old_tree) & changed]
+def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, changed, findings) -> None:
+    changed_lines = {(path, line) for path, line, _ in changed}
+    beyond = [d for d in findings if not lines_covered([d], old_tree) & changed_lines]
     for d in beyond:
         line = (Path(d.path).read_text().splitlines())[d.start.line - 1]
         assert "torch.arange" in line
@@ -103,13 +105,19 @@ def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, new_tree, 
     assert len(beyond) == FINDINGS_BEYOND_THE_PR
 
 
-@pytest.mark.parametrize(("relative", "needle"), INTEGER_DTYPE_SITES)
-def test_silent_on_the_dtype_of_an_integer_tensor(old_tree, findings, relative, needle) -> None:
-    path = old_tree / relative
-    lines = [n for n, text in enumerate(path.read_text().splitlines(), 1) if "arange" in text and needle in text]
-    assert lines, f"the near-miss {needle} is no longer in {relative}"
-    flagged = {line for p, line in lines_covered(findings, old_tree) if p == relative}
-    assert not flagged & set(lines)
+@pytest.mark.parametrize(("relative", "dtype"), INTEGER_DTYPE_SITES)
+def test_silent_on_the_dtype_of_an_integer_tensor(old_tree, findings, relative, dtype) -> None:
+    tree = ast.parse((old_tree / relative).read_text())
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "torch.arange"
+        and any(kw.arg == "dtype" and ast.unparse(kw.value) == dtype for kw in node.keywords)
+    ]
+    assert calls, f"the near-miss dtype={dtype} is no longer in {relative}"
+    flagged = {(d.start.line, d.start.column) for d in findings if d.path.endswith(relative)}
+    assert not flagged & {(call.lineno, call.col_offset) for call in calls}
 
 
 def test_fix_of_the_whole_tree(old_tree, findings, tmp_path: Path) -> None:
@@ -120,8 +128,10 @@ def test_fix_of_the_whole_tree(old_tree, findings, tmp_path: Path) -> None:
     assert f"Fixed {len(findings)} findings, 0 remaining." in first.stdout
 
     flagged = {(Path(d.path).relative_to(old_tree).as_posix(), d.start.line, d.end.line) for d in findings}
+    fixed_bytes = {}
     for new_file in sorted(tree.rglob("*.py")):
         relative = new_file.relative_to(tree).as_posix()
+        fixed_bytes[relative] = new_file.read_bytes()
         new_text = new_file.read_text()
         ast.parse(new_text, filename=relative)  # every file still compiles
         old_lines = (old_tree / relative).read_text().splitlines()
@@ -131,11 +141,12 @@ def test_fix_of_the_whole_tree(old_tree, findings, tmp_path: Path) -> None:
         ranges = [(start, end) for path, start, end in flagged if path == relative]
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
         for tag, first_line, last_line, _, _ in matcher.get_opcodes():
-            if tag == "equal":
-                continue
-            for number in range(first_line + 1, last_line + 1):
-                assert any(start <= number <= end for start, end in ranges), f"{relative}:{number} changed unflagged"
+            # Old lines are 1-based first_line+1..last_line; an insertion sits between first_line and first_line+1.
+            touched = range(first_line + 1, last_line + 1) if tag != "insert" else [first_line, first_line + 1]
+            if tag != "equal":
+                assert any(start <= n <= end for n in touched for start, end in ranges), f"{relative}:{touched}"
 
     second = rope_lint("fix", "--unsafe-fixes", str(tree))
-    assert "Fixed 0 findings, 0 remaining." in second.stdout
     assert second.returncode == 0
+    assert "Fixed 0 findings, 0 remaining." in second.stdout
+    assert {p.relative_to(tree).as_posix(): p.read_bytes() for p in sorted(tree.rglob("*.py"))} == fixed_bytes

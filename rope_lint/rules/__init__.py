@@ -34,4 +34,5 @@ def select_rules(select: Iterable[str], ignore: Iterable[str]) -> list[Rule]:
     validate_selectors([*select, *ignore])
     return [rule() for rule in ALL_RULES if matches(rule.code, select) and not matches(rule.code, ignore)]
 
+
 _ALL_CODES = (*RULES_BY_CODE, *ERROR_CODES)

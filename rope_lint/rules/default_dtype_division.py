@@ -100,8 +100,8 @@ class DefaultDtypeDivision(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            "import torch\ninv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64) / dim))\n",
-            fixed="import torch\ninv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))\n",
+            "import torch\ninv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64) / dim))\n",
+            fixed="import torch\ninv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(

@@ -148,6 +148,12 @@ class FloatArange(Rule):
         Valid("import torch\ndef f(input_ids):\n    return torch.arange(input_ids.shape[1], dtype=input_ids.dtype)\n"),
         Valid(
             "import torch\n"
+            "def f(input_ids):\n"
+            "    dtype, device = input_ids.dtype, input_ids.device\n"
+            "    return torch.arange(8, dtype=dtype, device=device)\n"
+        ),
+        Valid(
+            "import torch\n"
             "def f(durations):\n"
             "    predicted_lengths = torch.clamp_min(torch.ceil(durations), 1).long()\n"
             "    return torch.arange(predicted_lengths.max(), dtype=predicted_lengths.dtype)\n"
