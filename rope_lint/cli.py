@@ -12,7 +12,7 @@ from rope_lint.config import Config, ConfigError, load
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import Settings, check_paths, map_files
 from rope_lint.files import Excludes, discover
-from rope_lint.output import FORMATS, text
+from rope_lint.output import FORMATS, renderer, text
 from rope_lint.rules import ALL_RULES, RULES_BY_CODE, UnknownCodeError, matches, select_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="report findings")
     _add_selection_arguments(check)
-    check.add_argument("--output-format", choices=sorted(FORMATS), default="text")
+    check.add_argument("--output-format", choices=FORMATS, default="text")
     check.set_defaults(handler=_check)
 
     fix = commands.add_parser("fix", help="apply fixes in place")
@@ -99,7 +99,7 @@ def _exit_code(diagnostics: list[Diagnostic]) -> int:
 def _check(args: argparse.Namespace) -> int:
     config, settings, files = _resolve(args)
     diagnostics = _reported(check_paths(files, settings), config)
-    sys.stdout.write(FORMATS[args.output_format](diagnostics))
+    sys.stdout.write(renderer(args.output_format)(diagnostics))
     if args.output_format == "text":
         print(text.summary(diagnostics))
     return _exit_code(diagnostics)

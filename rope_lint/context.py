@@ -7,6 +7,7 @@ file's imports (`import torch as t`, `from torch import arange`), never by their
 from __future__ import annotations
 
 import ast
+import bisect
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -16,35 +17,66 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 class FileContext:
-    def __init__(self, path: str, source: str, tree: ast.Module) -> None:
+    def __init__(self, path: str, source: str, tree: ast.Module, triggers: tuple[str, ...]) -> None:
         self.path = path
         self.source = source
         self.tree = tree
         self.lines = source.splitlines()
         self.parents: dict[ast.AST, ast.AST] = {}
         self.imported_names: dict[str, str] = {}
-        calls: list[ast.Call] = []
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-            if isinstance(node, ast.Call):
-                calls.append(node)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        self.imported_names[alias.asname] = alias.name
-                    else:
-                        # `import torch.nn` binds `torch`, and `torch.nn.X` resolves through it.
-                        top = alias.name.split(".")[0]
-                        self.imported_names[top] = top
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    self.imported_names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        self._calls: list[ast.Call] = []
+        # Lines that mention a trigger or an import: only the statements around them are indexed, which keeps a
+        # large file with a few candidates nearly as cheap as parsing it.
+        self._marked_lines = [
+            number
+            for number, line in enumerate(self.lines, start=1)
+            if "import" in line or any(trigger in line for trigger in triggers)
+        ]
+        self._index_statements(tree.body, tree)
         self._calls_by_name: dict[str, list[ast.Call]] = defaultdict(list)
-        for call in calls:
+        for call in self._calls:
             name = self.qualified_name(call.func)
             if name:
                 self._calls_by_name[name].append(call)
+
+    def _index_statements(self, statements: list[ast.stmt], parent: ast.AST) -> None:
+        for statement in statements:
+            self.parents[statement] = parent
+            first = bisect.bisect_left(self._marked_lines, statement.lineno)
+            if first == len(self._marked_lines) or self._marked_lines[first] > (statement.end_lineno or 0):
+                continue
+            for child in ast.iter_child_nodes(statement):
+                self.parents[child] = statement
+                if isinstance(child, ast.stmt):
+                    self._index_statements([child], statement)
+                elif isinstance(child, ast.excepthandler | ast.match_case):
+                    for part in ast.iter_child_nodes(child):
+                        self.parents[part] = child
+                    self._index_statements(child.body, child)
+                else:
+                    self._index_expression(child)
+            self._record(statement)
+
+    def _index_expression(self, expression: ast.AST) -> None:
+        for node in ast.walk(expression):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            self._record(node)
+
+    def _record(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Call):
+            self._calls.append(node)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.imported_names[alias.asname] = alias.name
+                else:
+                    # `import torch.nn` binds `torch`, and `torch.nn.X` resolves through it.
+                    top = alias.name.split(".")[0]
+                    self.imported_names[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                self.imported_names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
     # Names
     def qualified_name(self, node: ast.AST) -> str | None:

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from rope_lint.diagnostics import Fix
 
-def parse_expression(code: str) -> cst.BaseExpression:
-    return cst.parse_expression(code)
+
+def int64_enumeration(call: cst.Call, fix: Fix) -> cst.BaseExpression:
+    """`torch.arange(0.0, n, 2.0, dtype=X)` -> `torch.arange(0, n, 2, dtype=torch.int64).float()`.
+
+    The `.float()` is left out where the call was cast with `.float()` already.
+    """
+    int64_call = with_dtype(integral_literals(call), f"{fix.get('torch')}.int64")
+    return cast_to_float(int64_call) if fix.get("cast") == "yes" else int64_call
 
 
 def integral_literals(call: cst.Call) -> cst.Call:
@@ -27,7 +34,7 @@ def integral_literals(call: cst.Call) -> cst.Call:
 
 def with_dtype(call: cst.Call, dtype: str) -> cst.Call:
     """Set `dtype=`, replacing the value of an existing one in place so that formatting and order stay."""
-    value = parse_expression(dtype)
+    value = cst.parse_expression(dtype)
     args = list(call.args)
     for index, arg in enumerate(args):
         if arg.keyword is not None and arg.keyword.value == "dtype":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # Findings about the run itself rather than the code. They are always reported (they can be ignored, never
 # selected away), and they make the exit code 2.
@@ -24,16 +24,14 @@ class FixSafety(str, enum.Enum):
     UNSAFE = "unsafe"
 
 
-@dataclass(frozen=True, order=True)
-class Position:
+class Position(NamedTuple):
     """1-based line, 0-based column in characters (not bytes): the column LibCST and editors count."""
 
     line: int
     column: int
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     """A fix offered for a finding.
 
     The edit itself is made later by the rule's `fix` method on the LibCST node at the finding's range, so
@@ -48,15 +46,14 @@ class Fix:
         return dict(self.data)[key]
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(NamedTuple):
     path: str
     code: str
     name: str
     message: str
     start: Position
     end: Position
-    fix: Fix | None = field(default=None, compare=False)
+    fix: Fix | None = None
 
     @property
     def sort_key(self) -> tuple[str, Position, str]:

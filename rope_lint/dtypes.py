@@ -7,7 +7,9 @@ a false alarm on `dtype=input_ids.dtype` costs a user more than a missed guess.
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections.abc import Iterable
 
 from rope_lint.context import FileContext, FunctionNode
 
@@ -35,11 +37,9 @@ _DTYPE_PRESERVING_METHODS = frozenset(
 )  # fmt: skip
 
 # Names that hold indices, lengths or masks in model code: `bbox.dtype` and `input_ids.dtype` are integer.
-_INTEGER_NAME = re.compile(
-    r"(^|_)(ids?|idx|index|indices|lengths?|bbox(es)?|labels?|positions?|pos|counts?|mask|offsets?|steps?)$"
-)
+_INTEGER_NAME = r"(^|_)(ids?|idx|index|indices|lengths?|bbox(es)?|labels?|positions?|pos|counts?|mask|offsets?|steps?)$"
 # Names that hold activations, embeddings or frequencies: floating in any model that names them so.
-_FLOATING_NAME = re.compile(
+_FLOATING_NAME = (
     r"^(x|q|k|v|hidden|query|key|value|logits|scores|features?|emb|inv_freq|freqs?)$"
     r"|(hidden_states?|_states|embeds?|embeddings?|_emb|_embed|pixel_values|_weights?|_freqs?|_scores|_output)$"
 )
@@ -121,17 +121,21 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
     return None
 
 
+@functools.cache
 def _by_name(name: str) -> bool | None:
-    if _INTEGER_NAME.search(name):
+    """What a tensor's name says of its dtype. The patterns compile on first use: most files never ask."""
+    if re.search(_INTEGER_NAME, name):
         return False
-    if _FLOATING_NAME.search(name):
+    if re.search(_FLOATING_NAME, name):
         return True
     return None
 
 
-def _name_is_floating(ctx: FileContext, node: ast.Name, depth: int, *, dtype_name: bool) -> bool | None:
+def _name_is_floating(
+    ctx: FileContext, node: ast.Name, depth: int, *, dtype_name: bool, scopes: Iterable[FunctionNode] | None = None
+) -> bool | None:
     """Follow a local name to its assignments or its parameter, innermost function first."""
-    for function in ctx.enclosing_functions(node):
+    for function in ctx.enclosing_functions(node) if scopes is None else scopes:
         values = _assigned_values(function, node.id, before_line=node.lineno)
         if values:
             judge = is_floating_dtype if dtype_name else is_floating_tensor
@@ -171,7 +175,7 @@ def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: in
                 continue
             for value in _self_attribute_values(method, node.attr):
                 answer = (
-                    _name_is_floating(ctx, value, depth + 1, dtype_name=False)
+                    _name_is_floating(ctx, value, depth + 1, dtype_name=False, scopes=[method])
                     if isinstance(value, ast.Name)
                     else is_floating_expression(ctx, value, depth + 1)
                 )

@@ -8,8 +8,6 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -28,13 +26,13 @@ T = TypeVar("T")
 _PARALLEL_THRESHOLD = 48
 
 
-@dataclass
 class Settings:
     """What the rules need to know of a run, resolved from config and flags."""
 
-    rules: list[Rule]
-    root: Path
-    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    def __init__(self, rules: list[Rule], root: Path, per_file_ignores: dict[str, list[str]] | None = None) -> None:
+        self.rules = rules
+        self.root = root
+        self.per_file_ignores = per_file_ignores or {}
 
     @classmethod
     def from_config(cls, config: Config, rules: list[Rule]) -> Settings:
@@ -50,8 +48,8 @@ class Settings:
 
 def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]:
     """Findings for one file's text, suppressions and per-file ignores applied."""
-    triggers = {trigger for rule in settings.rules for trigger in rule.triggers}
-    if not any(trigger.decode() in source for trigger in triggers):
+    triggers = tuple({trigger.decode() for rule in settings.rules for trigger in rule.triggers})
+    if not any(trigger in source for trigger in triggers):
         return []
     try:
         tree = ast.parse(source, filename=path)
@@ -61,7 +59,7 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
         return [_error(path, SYNTAX_ERROR, "expression too deeply nested to parse", 1, 0)]
     except ValueError as error:  # null bytes, on Pythons that raise ValueError for them
         return [_error(path, SYNTAX_ERROR, f"cannot parse: {error}", 1, 0)]
-    ctx = FileContext(path, source, tree)
+    ctx = FileContext(path, source, tree, triggers)
     ignored = settings.ignored_codes(Path(path))
     found: list[Diagnostic] = []
     for rule in settings.rules:
@@ -108,6 +106,8 @@ def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
     workers = os.cpu_count() or 1
     if len(files) < _PARALLEL_THRESHOLD or workers < 2:
         return [work(path) for path in files]
+    from concurrent.futures import ProcessPoolExecutor  # costs 25 ms to import: only for large runs
+
     chunk = max(1, len(files) // (workers * 8))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(work, files, chunksize=chunk))

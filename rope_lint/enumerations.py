@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from rope_lint.context import FileContext
+from rope_lint.diagnostics import Fix, FixSafety
 
 _BOUND_KEYWORDS = ("start", "end", "step")
 
@@ -37,7 +38,19 @@ def dtype_argument(call: ast.Call) -> ast.expr | None:
     return next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
 
 
-def torch_alias(ctx: FileContext, call: ast.Call) -> str | None:
+def int64_fix(ctx: FileContext, call: ast.Call, safety: FixSafety) -> Fix | None:
+    """The fix that makes `call` an int64 enumeration cast with `.float()` (see `cst_edits.int64_enumeration`).
+
+    None when the file has no name for torch itself to write `torch.int64` with.
+    """
+    alias = _torch_alias(ctx, call)
+    if alias is None:
+        return None
+    cast = "no" if _is_cast_to_float32(ctx, ctx.parent(call)) else "yes"
+    return Fix(safety, (("torch", alias), ("cast", cast)))
+
+
+def _torch_alias(ctx: FileContext, call: ast.Call) -> str | None:
     """The name to write `<alias>.int64` with: the one this call reached torch through, else any import of it."""
     func = call.func
     if isinstance(func, ast.Attribute) and ctx.qualified_name(func.value) == "torch":
@@ -45,7 +58,7 @@ def torch_alias(ctx: FileContext, call: ast.Call) -> str | None:
     return ctx.module_alias("torch")
 
 
-def is_cast_to_float32(ctx: FileContext, node: ast.AST | None) -> bool:
+def _is_cast_to_float32(ctx: FileContext, node: ast.AST | None) -> bool:
     """Whether `node` is the `.float` of a `.float()` call: the enumeration is cast already."""
     if not (isinstance(node, ast.Attribute) and node.attr == "float"):
         return False

@@ -8,8 +8,8 @@ import io
 import os
 import tokenize
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 # Folders no one wants linted, as ruff's default excludes name them (hidden folders are skipped too), and any
 # virtual environment, found by its pyvenv.cfg.
@@ -65,8 +65,7 @@ def _walk(folder: Path, excluded: Excludes) -> Iterator[Path]:
                 yield here / name
 
 
-@dataclass(frozen=True)
-class SourceFile:
+class SourceFile(NamedTuple):
     """A file's bytes and its text, with what it takes to write edited text back byte for byte."""
 
     path: Path

@@ -7,10 +7,9 @@ suite, so the documentation cannot drift from the behaviour.
 
 from __future__ import annotations
 
-import inspect
+import textwrap
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
@@ -19,15 +18,13 @@ if TYPE_CHECKING:
     import libcst as cst
 
 
-@dataclass(frozen=True)
-class Valid:
+class Valid(NamedTuple):
     """Code the rule must leave alone."""
 
     code: str
 
 
-@dataclass(frozen=True)
-class Invalid:
+class Invalid(NamedTuple):
     """Code the rule must flag `count` times, and what `fix --unsafe-fixes` must make of it.
 
     `fixed` is None when the rule offers no fix for this code; `safety` is the fix's safety otherwise.
@@ -58,8 +55,12 @@ class Rule:
     @classmethod
     def summary(cls) -> str:
         """The first line of the documentation."""
-        return inspect.cleandoc(cls.__doc__ or "").splitlines()[0]
+        return cls._docstring().splitlines()[0]
 
     @classmethod
     def documentation(cls) -> str:
-        return f"# {cls.code} {cls.name}\n\n" + inspect.cleandoc(cls.__doc__ or "")
+        return f"# {cls.code} {cls.name}\n\n" + cls._docstring()
+
+    @classmethod
+    def _docstring(cls) -> str:
+        return textwrap.dedent(cls.__doc__ or "").strip()

@@ -1,10 +1,15 @@
-"""Output formats. Each module renders a list of findings; `FORMATS` maps `--output-format` to them."""
+"""Output formats: one module each, with a `render(diagnostics) -> str`. Imported on use, so that the
+formats a run does not ask for cost it nothing."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.output import json, text
 
-FORMATS: dict[str, Callable[[list[Diagnostic]], str]] = {"text": text.render, "json": json.render}
+FORMATS = ("text", "json")
+
+
+def renderer(output_format: str) -> Callable[[list[Diagnostic]], str]:
+    return importlib.import_module(f"rope_lint.output.{output_format}").render

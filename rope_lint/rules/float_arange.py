@@ -57,25 +57,19 @@ class FloatArange(Rule):
             dtype = enumerations.dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call) or not is_floating_dtype(ctx, dtype):
                 continue
-            alias = enumerations.torch_alias(ctx, call)
-            fix = None
-            if alias is not None:
-                safety = FixSafety.SAFE if qualified_dtype(ctx, dtype) in FLOAT32_DTYPES else FixSafety.UNSAFE
-                cast = "no" if enumerations.is_cast_to_float32(ctx, ctx.parent(call)) else "yes"
-                fix = Fix(safety, (("torch", alias), ("cast", cast)))
+            safety = FixSafety.SAFE if qualified_dtype(ctx, dtype) in FLOAT32_DTYPES else FixSafety.UNSAFE
             yield ctx.diagnostic(
                 FloatArange,
                 call,
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
                 "and bf16 runs round above 256; enumerate in int64, then `.float()`",
-                fix,
+                enumerations.int64_fix(ctx, call, safety),
             )
 
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         from rope_lint import cst_edits
 
-        call = cst_edits.with_dtype(cst_edits.integral_literals(node), f"{fix.get('torch')}.int64")
-        return cst_edits.cast_to_float(call) if fix.get("cast") == "yes" else call
+        return cst_edits.int64_enumeration(node, fix)
 
     examples = (
         Invalid(

@@ -53,24 +53,18 @@ class FloatLiteralArange(Rule):
             literals = enumerations.float_literals(call)
             if not literals or enumerations.dtype_argument(call) is not None or enumerations.is_fractional(call):
                 continue
-            alias = enumerations.torch_alias(ctx, call)
-            fix = None
-            if alias is not None:
-                cast = "no" if enumerations.is_cast_to_float32(ctx, ctx.parent(call)) else "yes"
-                fix = Fix(FixSafety.SAFE, (("torch", alias), ("cast", cast)))
             yield ctx.diagnostic(
                 FloatLiteralArange,
                 call,
                 "`torch.arange` with float literal bounds enumerates in the default dtype (bf16 under "
                 "`from_pretrained(torch_dtype=...)`); use integer bounds and int64, then `.float()`",
-                fix,
+                enumerations.int64_fix(ctx, call, FixSafety.SAFE),
             )
 
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         from rope_lint import cst_edits
 
-        call = cst_edits.with_dtype(cst_edits.integral_literals(node), f"{fix.get('torch')}.int64")
-        return cst_edits.cast_to_float(call) if fix.get("cast") == "yes" else call
+        return cst_edits.int64_enumeration(node, fix)
 
     examples = (
         Invalid(
