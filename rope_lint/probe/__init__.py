@@ -1,0 +1,29 @@
+"""The runtime probe: build rotary-embedding classes under precision triggers and measure their cos/sin tables.
+
+`check` and `fix` only read source; the probe is the one part of rope-lint that imports and runs model code, and
+the only part that needs torch. This package's `__init__` and `cli` stay free of torch so that `rope-lint probe
+--help` and a missing-torch message work without it; every other module here imports torch at its top.
+
+Modules, one concept each:
+
+- `triggers`: the conditions that change precision (zero.Init stand-in and the real one, default dtype, `.to()`,
+  autocast), as context managers that always restore global state.
+- `discover`: turns TARGETs into modules and finds their rotary classes.
+- `build`: works out how to construct a class and call its forward, and normalises what it returns.
+- `reference`: the float64 reference tables (the class's own math, or a textbook RoPE).
+- `report`: error metrics and the result records, rendered as a table or JSON.
+- `runner`: probes each class under each trigger.
+- `cli`: the `rope-lint probe` arguments and entry point.
+"""
+
+# Torch-free so that the CLI can list and validate trigger names before importing torch;
+# `triggers.TRIGGERS` defines one trigger for each name, in this order.
+TRIGGER_NAMES: tuple[str, ...] = (
+    "fp32",
+    "default-dtype-bf16",
+    "default-dtype-fp16",
+    "zero-init-bf16",
+    "deepspeed-zero-init",
+    "to-bf16",
+    "autocast-bf16",
+)

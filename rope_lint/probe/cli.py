@@ -1,0 +1,124 @@
+"""`rope-lint probe`: arguments and entry point. Imports nothing heavy until `run()`, so that torch stays optional."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rope_lint.probe import TRIGGER_NAMES
+
+INSTALL_HINT = "rope-lint probe needs torch: pip install 'rope-lint[probe]' (tested with the torch==2.13.0 CPU build)"
+EXIT_CLEAN, EXIT_EXCEEDS, EXIT_USAGE = 0, 1, 2
+
+
+def _trigger_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in TRIGGER_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown trigger {', '.join(map(repr, unknown)) or repr(text)}; choose from {', '.join(TRIGGER_NAMES)}"
+        )
+    return names
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the probe's arguments to `parser` (the `probe` subcommand's parser)."""
+    parser.description = (
+        "Import the named code, build every rotary-embedding class under each precision trigger, and compare "
+        "its cos/sin tables with a float64 CPU reference. Runs model code: name only code you trust."
+    )
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TARGET",
+        help="package or module (transformers, transformers.models.llama.modeling_llama), file path, "
+        "or path.py:ClassName",
+    )
+    parser.add_argument(
+        "--trigger",
+        dest="triggers",
+        action="append",
+        type=_trigger_list,
+        metavar="NAME[,NAME...]",
+        help=f"trigger to run, repeatable or comma-separated (default: all): {', '.join(TRIGGER_NAMES)}",
+    )
+    parser.add_argument(
+        "--positions",
+        type=_positive_int,
+        default=4096,
+        help="positions 0..N-1 to compare; also the max_position_embeddings the classes are built with "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_positive_float,
+        default=4e-3,
+        help="error above which a cos/sin element is wrong (default: %(default)s, about one bf16 rounding of values "
+        "up to 1; scaled by |value| for values above 1)",
+    )
+    parser.add_argument("--output-format", choices=("table", "json"), default="table", help="(default: table)")
+
+
+def _terminal_progress(index: int, total: int, name: str) -> None:
+    # Overwrites one line; the final newline is written once the run is done.
+    sys.stderr.write(f"\r\x1b[Kprobing {index}/{total} {name}")
+    sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the probe; exit code 0 clean, 1 when any class exceeds the threshold, 2 on usage errors."""
+    try:
+        import torch  # noqa: F401  (only checks that the optional extra is installed)
+    except ImportError:
+        print(INSTALL_HINT, file=sys.stderr)
+        return EXIT_USAGE
+    from rope_lint.probe.discover import TargetError
+    from rope_lint.probe.runner import probe
+
+    trigger_names = list(dict.fromkeys(name for names in args.triggers or [list(TRIGGER_NAMES)] for name in names))
+    show_progress = sys.stderr.isatty()
+    try:
+        report = probe(
+            args.targets,
+            trigger_names,
+            args.positions,
+            args.threshold,
+            progress=_terminal_progress if show_progress else None,
+        )
+    except TargetError as error:
+        print(f"rope-lint probe: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if show_progress:
+            sys.stderr.write("\r\x1b[K")
+    if not report.classes:
+        for failure in report.import_failures:
+            print(f"rope-lint probe: {failure.module}: {failure.reason}", file=sys.stderr)
+        print("rope-lint probe: error: no rotary-embedding classes found in the targets", file=sys.stderr)
+        return EXIT_USAGE
+    if args.output_format == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.render_table())
+    return EXIT_EXCEEDS if report.exceeds else EXIT_CLEAN

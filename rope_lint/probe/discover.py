@@ -1,0 +1,279 @@
+"""Turn TARGETs (packages, modules, files, `path.py:ClassName`) into the rotary-embedding classes to probe."""
+
+from __future__ import annotations
+
+import contextlib
+import dis
+import functools
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import types
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torch import nn
+
+from rope_lint.probe.build import describe
+
+_ROTARY_NAME = re.compile(r"rotary.*embedding", re.IGNORECASE)
+# Cheap byte scan before importing a module of a package walk: only modules that use torch and mention
+# rotary embeddings or `inv_freq` can hold a class worth probing, and importing the rest costs time.
+_MENTIONS_TORCH = re.compile(rb"^\s*(?:import torch|from torch)", re.MULTILINE)
+_MENTIONS_ROTARY = re.compile(rb"inv_freq|rotary", re.IGNORECASE)
+# Model libraries (transformers and its kin) keep their torch models in `modeling_*.py`; in a package that
+# follows the convention, the other modules (conversion scripts, tokenizers, modular sources) are not walked.
+_MODELING_PREFIX = "modeling_"
+
+
+class TargetError(Exception):
+    """A TARGET that names nothing that can be probed: a usage error."""
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """A module of a target that could not be imported; its classes are not probed."""
+
+    module: str
+    reason: str
+
+
+@dataclass
+class Discovery:
+    """The rotary classes found in all targets (each class once), and the modules that failed to import."""
+
+    classes: list[type[nn.Module]] = field(default_factory=list)
+    import_failures: list[ImportFailure] = field(default_factory=list)
+
+    def add_class(self, cls: type[nn.Module]) -> None:
+        # A class re-exported by several modules is probed once, under the module that defines it.
+        if all(qualified_name(cls) != qualified_name(known) for known in self.classes):
+            self.classes.append(cls)
+
+
+def qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+@contextlib.contextmanager
+def quiet_model_code() -> Iterator[None]:
+    """Model code prints and warns while it is imported and built; keep stdout for the report, drop warnings."""
+    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _code_objects(constant)
+
+
+def _function_code(member: object) -> types.CodeType | None:
+    member = getattr(member, "__func__", member)  # staticmethod, classmethod
+    member = getattr(member, "fget", member)  # property
+    return getattr(member, "__code__", None)
+
+
+def _is_self(instruction: dis.Instruction, self_name: str) -> bool:
+    # `LOAD_FAST self`, or (3.13+) the last of a fused pair such as `LOAD_FAST_LOAD_FAST (value, self)`.
+    value = instruction.argval
+    return instruction.opname.startswith("LOAD_FAST") and (
+        value == self_name or (isinstance(value, tuple) and value[-1] == self_name)
+    )
+
+
+def _registers_in(code: types.CodeType) -> bool:
+    """`self.inv_freq = ...` or `self.register_buffer("inv_freq", ...)` in this code object."""
+    if "inv_freq" not in code.co_names and "inv_freq" not in code.co_consts:
+        return False  # the common case, decided without disassembling
+    self_name = code.co_varnames[0] if code.co_argcount else None
+    previous = None
+    for instruction in dis.get_instructions(code):
+        if previous is not None and instruction.argval == "inv_freq":
+            if instruction.opname == "STORE_ATTR" and self_name and _is_self(previous, self_name):
+                return True
+            if instruction.opname == "LOAD_CONST" and previous.argval == "register_buffer":
+                return True
+        previous = instruction
+    return False
+
+
+@functools.cache
+def _own_methods_register_inv_freq(klass: type) -> bool:
+    # Cached per class: shared bases (a library's PreTrainedModel, mixins) are looked at once, not per subclass.
+    for member in vars(klass).values():
+        code = _function_code(member)
+        if code is not None and any(_registers_in(inner) for inner in _code_objects(code)):
+            return True
+    return False
+
+
+def _registers_inv_freq(cls: type) -> bool:
+    """Whether the class (or a base) registers `inv_freq` on itself (reading another module's does not count)."""
+    return any(
+        _own_methods_register_inv_freq(klass) for klass in cls.__mro__ if not klass.__module__.startswith("torch.")
+    )
+
+
+def is_rotary_class(value: object, defining_module: str | None = None) -> bool:
+    """An `nn.Module` subclass named like `*Rotary*Embedding*`, or one that registers `inv_freq`.
+
+    The `inv_freq` test only looks at classes defined in `defining_module` (when given), so that a class imported
+    into many modules is inspected once, in its own.
+    """
+    if not (isinstance(value, type) and issubclass(value, nn.Module)) or value.__module__.startswith("torch."):
+        return False
+    if _ROTARY_NAME.search(value.__name__):
+        return True
+    return (defining_module is None or value.__module__ == defining_module) and _registers_inv_freq(value)
+
+
+def rotary_classes_of(module: types.ModuleType) -> list[type[nn.Module]]:
+    return [value for value in vars(module).values() if is_rotary_class(value, module.__name__)]
+
+
+def _package_root(path: Path) -> tuple[Path, str]:
+    """The directory to put on sys.path and the dotted module name of a package directory or a .py file in one;
+    for a standalone .py file, its directory and ""."""
+    directory = path if path.is_dir() else path.parent
+    packages: list[str] = []
+    while (directory / "__init__.py").is_file():
+        packages.insert(0, directory.name)
+        directory = directory.parent
+    if not packages:
+        return directory, ""
+    module = [] if path.is_dir() or path.name == "__init__.py" else [path.stem]
+    return directory, ".".join(packages + module)
+
+
+def _import_path(path: Path) -> types.ModuleType:
+    """Import a .py file; a file inside a package is imported as part of it, so relative imports work."""
+    root, dotted = _package_root(path.resolve())
+    if str(root) not in sys.path:
+        # Like running a script: its directory (or its package's parent) is importable.
+        sys.path.insert(0, str(root))
+    if dotted:
+        return importlib.import_module(dotted)
+    taken = sys.modules.get(path.stem)
+    if taken is not None and getattr(taken, "__file__", None) != str(path.resolve()):
+        raise TargetError(f"{path}: its module name {path.stem!r} is already taken by {taken!r}")
+    spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _walk_package_files(directory: Path, package: str) -> list[tuple[str, Path]]:
+    """(dotted name, file) for every module of a regular package directory, sorted by name."""
+    modules = []
+    for current, subdirectories, files in os.walk(directory):
+        here = Path(current)
+        # Only regular subpackages (with __init__.py) are importable parts of the package.
+        subdirectories[:] = sorted(
+            name for name in subdirectories if name.isidentifier() and (here / name / "__init__.py").is_file()
+        )
+        prefix = ".".join([package, *here.relative_to(directory).parts])
+        for name in sorted(files):
+            stem = name[: -len(".py")]
+            if name.endswith(".py") and stem.isidentifier() and stem != "__init__":
+                modules.append((f"{prefix}.{stem}", here / name))
+    return sorted(modules)
+
+
+def _might_hold_rotary_class(path: Path) -> bool:
+    try:
+        source = path.read_bytes()
+    except OSError:
+        return True  # let the import report the problem
+    return bool(_MENTIONS_TORCH.search(source) and _MENTIONS_ROTARY.search(source))
+
+
+def _package_modules(directory: Path, package: str) -> list[str]:
+    modules = _walk_package_files(directory, package)
+    modeling = [(name, path) for name, path in modules if path.name.startswith(_MODELING_PREFIX)]
+    return [name for name, path in (modeling or modules) if _might_hold_rotary_class(path)]
+
+
+def _import_into(discovery: Discovery, module_name: str) -> None:
+    try:
+        with quiet_model_code():
+            module = importlib.import_module(module_name)
+    except (Exception, SystemExit) as error:  # model code fails in every way; each failure is reported
+        discovery.import_failures.append(ImportFailure(module_name, describe(error)))
+        return
+    for cls in rotary_classes_of(module):
+        discovery.add_class(cls)
+
+
+def _discover_named_class(discovery: Discovery, source: str, class_name: str) -> None:
+    path = Path(source)
+    try:
+        with quiet_model_code():
+            module = _import_path(path) if path.exists() else importlib.import_module(source)
+    except (Exception, SystemExit) as error:
+        raise TargetError(f"{source}: cannot import: {describe(error)}") from error
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise TargetError(f"{source}: has no nn.Module subclass named {class_name!r}")
+    discovery.add_class(cls)
+
+
+def _discover_path(discovery: Discovery, path: Path) -> None:
+    if path.is_dir() and not (path / "__init__.py").is_file():
+        raise TargetError(f"{path}: a directory must be a package (with __init__.py)")
+    if path.is_dir():
+        root, package = _package_root(path.resolve())
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        for module_name in _package_modules(path.resolve(), package):
+            _import_into(discovery, module_name)
+        return
+    try:
+        with quiet_model_code():
+            module = _import_path(path)
+    except (Exception, SystemExit) as error:
+        discovery.import_failures.append(ImportFailure(str(path), describe(error)))
+        return
+    for cls in rotary_classes_of(module):
+        discovery.add_class(cls)
+
+
+def _discover_module_name(discovery: Discovery, name: str) -> None:
+    try:
+        with quiet_model_code():
+            spec = importlib.util.find_spec(name)
+    except (Exception, SystemExit) as error:  # a parent package failed to import
+        raise TargetError(f"{name}: cannot import: {describe(error)}") from error
+    if spec is None:
+        raise TargetError(f"{name}: no such file, module or package")
+    if spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            for module_name in _package_modules(Path(location), name):
+                _import_into(discovery, module_name)
+    else:
+        _import_into(discovery, name)
+
+
+def discover(targets: Sequence[str]) -> Discovery:
+    """Find the rotary classes of every TARGET. Raises TargetError for a target that names nothing."""
+    discovery = Discovery()
+    for target in targets:
+        source, _, class_name = target.rpartition(":")
+        if source and class_name.isidentifier():
+            _discover_named_class(discovery, source, class_name)
+        elif Path(target).exists():
+            _discover_path(discovery, Path(target))
+        elif all(part.isidentifier() for part in target.split(".")):
+            _discover_module_name(discovery, target)
+        else:
+            raise TargetError(f"{target}: no such file, module or package")
+    return discovery

@@ -1,0 +1,183 @@
+"""Error metrics of a table against its reference, the result records, and their table and JSON forms."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rope_lint.probe.build import Tables
+from rope_lint.probe.discover import ImportFailure
+
+CLEAN = "clean"
+EXCEEDS = "exceeds"
+ERROR = "error"  # the class raised under this trigger
+UNAVAILABLE = "unavailable"  # the trigger cannot run here (DeepSpeed missing)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """How far one trigger's tables are from the reference."""
+
+    cos_max_abs_error: float
+    sin_max_abs_error: float
+    first_wrong_position: int | None  # first position with a wrong cos/sin element (see measure)
+    wrong_fraction: float  # of all cos and sin elements, the share that is wrong
+
+
+def measure(tables: Tables, reference: Tables, threshold: float) -> Measurement:
+    """Compare float64 tables; NaN counts as an infinite error.
+
+    An element is wrong when its error exceeds `threshold` times max(1, |reference value|): the threshold is one
+    bf16 rounding of values up to 1, and tables scaled above 1 (YaRN's attention factor) round more coarsely.
+    """
+    cos_error = torch.nan_to_num((tables.cos - reference.cos).abs(), nan=math.inf)
+    sin_error = torch.nan_to_num((tables.sin - reference.sin).abs(), nan=math.inf)
+    cos_wrong = cos_error > threshold * reference.cos.abs().clamp(min=1.0)
+    sin_wrong = sin_error > threshold * reference.sin.abs().clamp(min=1.0)
+    wrong_positions = (cos_wrong | sin_wrong).any(dim=1).nonzero()
+    return Measurement(
+        cos_max_abs_error=cos_error.max().item(),
+        sin_max_abs_error=sin_error.max().item(),
+        first_wrong_position=int(wrong_positions[0].item()) if len(wrong_positions) else None,
+        wrong_fraction=(cos_wrong.sum().item() + sin_wrong.sum().item()) / (cos_error.numel() + sin_error.numel()),
+    )
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    trigger: str
+    status: str  # CLEAN, EXCEEDS, ERROR or UNAVAILABLE
+    measurement: Measurement | None = None
+    reason: str | None = None
+
+
+@dataclass
+class ClassResult:
+    """One class: how it was built and measured, or why it was not."""
+
+    name: str  # module.qualname
+    reason: str | None = None  # set when the class was not built or has no reference
+    construction: str | None = None  # "old-style" or "config"
+    reference: str | None = None  # "float64 build" or "textbook"
+    reference_note: str | None = None
+    positions: int | None = None
+    dim: int | None = None  # width of the cos/sin table
+    triggers: list[TriggerResult] = field(default_factory=list)
+
+    @property
+    def measured(self) -> bool:
+        return self.reason is None
+
+    @property
+    def exceeding_triggers(self) -> list[str]:
+        return [result.trigger for result in self.triggers if result.status == EXCEEDS]
+
+
+@dataclass
+class ProbeReport:
+    positions: int
+    threshold: float
+    trigger_names: list[str]
+    classes: list[ClassResult]
+    import_failures: list[ImportFailure]
+
+    @property
+    def exceeds(self) -> bool:
+        return any(result.exceeding_triggers for result in self.classes)
+
+    def summary_line(self) -> str:
+        measured = sum(result.measured for result in self.classes)
+        parts = [_count(measured, "class", "classes") + " measured", f"{len(self.classes) - measured} not built"]
+        if self.import_failures:
+            parts.append(_count(len(self.import_failures), "module", "modules") + " failed to import")
+        exceeding = [result for result in self.classes if result.exceeding_triggers]
+        counts = Counter(trigger for result in exceeding for trigger in result.exceeding_triggers)
+        verdict = f"{len(exceeding)} exceed {self.threshold:g}"
+        if counts:
+            verdict += " under " + ", ".join(f"{name} ({count})" for name, count in counts.items())
+        return ", ".join(parts) + "; " + verdict
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "positions": self.positions,
+            "threshold": self.threshold,
+            "triggers": self.trigger_names,
+            "classes": [_class_json(result) for result in self.classes],
+            "import_failures": [
+                {"module": failure.module, "reason": failure.reason} for failure in self.import_failures
+            ],
+            "exceeds": self.exceeds,
+            "summary": self.summary_line(),
+        }
+
+    def render_table(self) -> str:
+        header = f"{'class / trigger':<40} {'cos err':>10} {'sin err':>10} {'first wrong':>11} {'wrong':>8}  result"
+        lines = [header, "-" * len(header)]
+        for result in self.classes:
+            lines.append(result.name)
+            if not result.measured:
+                lines.append(f"  not built: {result.reason}")
+                continue
+            lines.append(
+                f"  ({result.construction}, N={result.positions}, D={result.dim}, reference: {result.reference}"
+                + (f"; {result.reference_note}" if result.reference_note else "")
+                + ")"
+            )
+            lines.extend(_trigger_row(trigger_result) for trigger_result in result.triggers)
+        if self.import_failures:
+            lines += ["", "modules that failed to import:"]
+            lines += [f"  {failure.module}: {failure.reason}" for failure in self.import_failures]
+        lines += ["", self.summary_line()]
+        return "\n".join(lines)
+
+
+def _count(number: int, singular: str, plural: str) -> str:
+    return f"{number} {singular if number == 1 else plural}"
+
+
+def _number(value: float) -> float | str:
+    """JSON has no infinity or NaN; those are written as the strings "inf" and "nan"."""
+    return value if math.isfinite(value) else str(value)
+
+
+def _class_json(result: ClassResult) -> dict[str, Any]:
+    triggers = {}
+    for trigger_result in result.triggers:
+        entry: dict[str, Any] = {"status": trigger_result.status, "reason": trigger_result.reason}
+        if trigger_result.measurement is not None:
+            measurement = trigger_result.measurement
+            entry |= {
+                "cos_max_abs_error": _number(measurement.cos_max_abs_error),
+                "sin_max_abs_error": _number(measurement.sin_max_abs_error),
+                "first_wrong_position": measurement.first_wrong_position,
+                "wrong_fraction": measurement.wrong_fraction,
+            }
+        triggers[trigger_result.trigger] = entry
+    return {
+        "class": result.name,
+        "built": result.construction is not None,
+        "measured": result.measured,
+        "reason": result.reason,
+        "construction": result.construction,
+        "reference": result.reference,
+        "reference_note": result.reference_note,
+        "positions": result.positions,
+        "dim": result.dim,
+        "triggers": triggers,
+    }
+
+
+def _trigger_row(result: TriggerResult) -> str:
+    if result.measurement is None:
+        return f"  {result.trigger:<38} {'':>10} {'':>10} {'':>11} {'':>8}  {result.status}: {result.reason}"
+    measurement = result.measurement
+    first_wrong = "-" if measurement.first_wrong_position is None else str(measurement.first_wrong_position)
+    verdict = result.status.upper() if result.status == EXCEEDS else result.status  # make findings stand out
+    return (
+        f"  {result.trigger:<38} {measurement.cos_max_abs_error:>10.4g} {measurement.sin_max_abs_error:>10.4g}"
+        f" {first_wrong:>11} {measurement.wrong_fraction:>8.2%}  {verdict}"
+    )

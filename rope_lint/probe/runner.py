@@ -1,0 +1,101 @@
+"""Probe every rotary class of the targets under every selected trigger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe, find_recipes
+from rope_lint.probe.discover import discover, qualified_name, quiet_model_code
+from rope_lint.probe.reference import reference_for
+from rope_lint.probe.report import CLEAN, ERROR, EXCEEDS, UNAVAILABLE, ClassResult, ProbeReport, TriggerResult, measure
+from rope_lint.probe.triggers import TRIGGERS, Trigger, TriggerUnavailable
+
+# Called before each class with (index from 1, number of classes, class name).
+Progress = Callable[[int, int, str], None]
+
+
+def tables_under(trigger: Trigger, recipe: Recipe) -> Tables:
+    """Build the class under the trigger and read its tables as a model would use them."""
+    with trigger.construction():
+        module = construct(recipe)
+    module = trigger.after_construction(module)
+    with trigger.forward(module):
+        return call_forward(module, recipe, trigger.activation_dtype)
+
+
+def _probe_recipe(
+    result: ClassResult, recipe: Recipe, fp32_tables: Tables, triggers: Sequence[Trigger], threshold: float
+) -> None:
+    result.construction, result.positions, result.dim = recipe.style, recipe.positions, fp32_tables.cos.shape[1]
+    try:
+        reference = reference_for(recipe, fp32_tables)
+    except ValueError as error:
+        result.reason = f"no float64 reference: {error}"
+        return
+    result.reference, result.reference_note = reference.kind, reference.note
+    for trigger in triggers:
+        try:
+            # The fp32 trigger is exactly the trial build that found the recipe; its tables are reused.
+            tables = fp32_tables if trigger.name == "fp32" else tables_under(trigger, recipe)
+        except TriggerUnavailable as error:
+            result.triggers.append(TriggerResult(trigger.name, UNAVAILABLE, reason=str(error)))
+            continue
+        except Exception as error:  # the class itself fails under this trigger: a finding of its own
+            result.triggers.append(TriggerResult(trigger.name, ERROR, reason=describe(error)))
+            continue
+        if tables.cos.shape != reference.tables.cos.shape:
+            reason = f"tables of shape {tuple(tables.cos.shape)}, expected {tuple(reference.tables.cos.shape)}"
+            result.triggers.append(TriggerResult(trigger.name, ERROR, reason=reason))
+            continue
+        measurement = measure(tables, reference.tables, threshold)
+        status = CLEAN if measurement.first_wrong_position is None else EXCEEDS
+        result.triggers.append(TriggerResult(trigger.name, status, measurement))
+
+
+def probe_class(
+    cls: type[nn.Module], triggers: Sequence[Trigger], positions: int, threshold: float
+) -> list[ClassResult]:
+    """One result per table the class provides (one per layer type for per-layer-type classes)."""
+    name = qualified_name(cls)
+    try:
+        recipes = find_recipes(cls, positions)
+    except Exception as error:  # CannotBuild, or anything the class raised while we inspected it
+        return [ClassResult(name, reason=describe(error))]
+    results = []
+    for entry in recipes:
+        if isinstance(entry, CannotBuild):
+            results.append(ClassResult(name, reason=str(entry)))
+            continue
+        recipe, fp32_tables = entry
+        result = ClassResult(f"{name}[{recipe.variant}]" if recipe.variant else name)
+        _probe_recipe(result, recipe, fp32_tables, triggers, threshold)
+        results.append(result)
+    return results
+
+
+def probe(
+    targets: Sequence[str],
+    trigger_names: Sequence[str],
+    positions: int,
+    threshold: float,
+    progress: Progress | None = None,
+) -> ProbeReport:
+    """Discover the targets' rotary classes and probe each. Raises discover.TargetError for a usage error."""
+    triggers = [TRIGGERS[name] for name in trigger_names]
+    discovery = discover(targets)
+    results = []
+    # The tables are small ([N, D]); on a few cores OpenMP's thread hand-offs cost 10-30x the work itself.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for index, cls in enumerate(discovery.classes, start=1):
+            if progress is not None:
+                progress(index, len(discovery.classes), qualified_name(cls))
+            with quiet_model_code():
+                results.extend(probe_class(cls, triggers, positions, threshold))
+    finally:
+        torch.set_num_threads(threads)
+    return ProbeReport(positions, threshold, list(trigger_names), results, discovery.import_failures)

@@ -1,0 +1,127 @@
+"""The `rope-lint probe` command line: exit codes, usage errors, options, output forms, torch staying optional.
+
+Most tests call the command in this process (torch is imported once); the ones about imports run a fresh one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from rope_lint.cli import main
+
+SAFE = "fixtures/probe/rotary_classes.py:SafeRotaryEmbedding"
+LEGACY = "fixtures/probe/rotary_classes.py:LegacyRotaryEmbedding"
+
+
+@pytest.fixture
+def in_repo(monkeypatch, probe_fixtures):
+    monkeypatch.chdir(probe_fixtures.parents[1])
+
+
+def probe(*args: str) -> int:
+    return main(["probe", *args])
+
+
+def test_cli_module_imports_no_torch(python_code):
+    run = python_code("import sys, rope_lint.probe.cli; print('torch' in sys.modules)")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False"
+
+
+def test_without_torch_says_how_to_install_and_exits_2(probe_cli):
+    run = probe_cli(SAFE, blocked=["torch"])
+    assert run.returncode == 2
+    assert "pip install 'rope-lint[probe]'" in run.stderr
+    assert "torch==2.13.0" in run.stderr
+    assert run.stdout == ""
+
+
+def test_clean_class_exits_0_and_findings_exit_1(in_repo, capsys):
+    assert probe(SAFE, "--trigger", "fp32,zero-init-bf16") == 0
+    assert probe(LEGACY, "--trigger", "zero-init-bf16") == 1
+    table = capsys.readouterr().out
+    assert "EXCEEDS" in table
+    row = [line for line in table.splitlines() if line.strip().startswith("zero-init-bf16")][-1]
+    assert row.split()[3] == "257"  # trigger, cos err, sin err, first wrong position
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param([SAFE, "--trigger", "fp32,warp-drive"], id="unknown trigger"),
+        pytest.param([SAFE, "--positions", "0"], id="bad positions"),
+        pytest.param([SAFE, "--threshold", "-1"], id="bad threshold"),
+    ],
+)
+def test_bad_options_exit_2(in_repo, capsys, args):
+    with pytest.raises(SystemExit) as exit_info:
+        probe(*args)
+    assert exit_info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param("no_such_module_anywhere", id="missing target"),
+        pytest.param("fixtures/probe/rotary_classes.py:NoSuchClass", id="missing class"),
+        pytest.param("fixtures/probe/toymodels/models/toy/configuration_toy.py", id="no rotary class"),
+    ],
+)
+def test_targets_that_name_nothing_exit_2(in_repo, capsys, target):
+    assert probe(target) == 2
+    assert "rope-lint probe: error:" in capsys.readouterr().err
+
+
+def test_repeated_and_comma_separated_triggers_run_in_order(in_repo, capsys):
+    assert probe(SAFE, "--trigger", "to-bf16,fp32", "--trigger", "autocast-bf16", "--output-format", "json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["triggers"] == ["to-bf16", "fp32", "autocast-bf16"]
+    assert list(report["classes"][0]["triggers"]) == ["to-bf16", "fp32", "autocast-bf16"]
+
+
+def test_positions_option_sets_the_table_length(in_repo, capsys):
+    # bf16 holds every integer up to 256 exactly: with 256 positions zero.Init does no harm.
+    assert probe(LEGACY, "--trigger", "zero-init-bf16", "--positions", "256", "--output-format", "json") == 0
+    [entry] = json.loads(capsys.readouterr().out)["classes"]
+    assert entry["positions"] == 256
+    assert entry["triggers"]["zero-init-bf16"]["status"] == "clean"
+
+
+def test_threshold_option(in_repo, capsys):
+    # Every bf16 table carries one final rounding (~0.002): a tiny threshold flags even the safe class.
+    assert probe(SAFE, "--trigger", "to-bf16", "--threshold", "1e-6", "--output-format", "json") == 1
+    assert json.loads(capsys.readouterr().out)["classes"][0]["triggers"]["to-bf16"]["status"] == "exceeds"
+
+
+def test_deepspeed_missing_is_reported_unavailable(in_repo, capsys, monkeypatch):
+    from rope_lint.probe import triggers
+
+    monkeypatch.setitem(sys.modules, "deepspeed", None)  # `import deepspeed` raises ImportError
+    triggers._import_deepspeed.cache_clear()
+    try:
+        assert probe(SAFE, "--trigger", "deepspeed-zero-init", "--output-format", "json") == 0
+    finally:
+        triggers._import_deepspeed.cache_clear()
+    result = json.loads(capsys.readouterr().out)["classes"][0]["triggers"]["deepspeed-zero-init"]
+    assert result["status"] == "unavailable"
+    assert "deepspeed cannot be imported" in result["reason"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_only(in_repo, capsys, monkeypatch):
+    assert probe(SAFE, "--trigger", "fp32") == 0
+    assert "probing" not in capsys.readouterr().err
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert probe(SAFE, "--trigger", "fp32") == 0
+    assert "probing 1/1 rotary_classes.SafeRotaryEmbedding" in terminal.getvalue()
+    assert "probing" not in capsys.readouterr().out
