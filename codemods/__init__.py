@@ -4,3 +4,19 @@ One-line rewrites are rule fixes (`rope_lint/rules/`); rewrites of a whole class
 class into fp32-on-CPU tables with a late cast in forward, live here, runnable through `rope-lint fix
 --unsafe-fixes` and through `python -m libcst.tool codemod`.
 """
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+
+from codemods.rope_tables import RopeTablesCommand
+
+# The codemods that rule fixes name (`Fix.data` has ("codemod", NAME)), in the order they run.
+CODEMODS = {"rope_tables": RopeTablesCommand}
+
+
+def apply_codemods(module: cst.Module, names: list[str]) -> cst.Module:
+    for name in names:
+        module = CODEMODS[name](CodemodContext()).transform_module(module)
+    return module

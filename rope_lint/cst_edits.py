@@ -1,4 +1,5 @@
-"""LibCST edits that the arange fixes share. Imported only by `fix`, never by `check`."""
+"""LibCST edits that rule fixes share: the arange family, and the log-domain family. Imported only by `fix`, never by
+`check`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ def int64_enumeration(call: cst.Call, fix: Fix) -> cst.BaseExpression:
 
     The `.float()` is left out where the call was cast with `.float()` already.
     """
-    int64_call = with_dtype(integral_literals(call), f"{fix.get('torch')}.int64")
+    int64_call = with_keyword(integral_literals(call), "dtype", f"{fix.get('torch')}.int64")
     return cast_to_float(int64_call) if fix.get("cast") == "yes" else int64_call
 
 
@@ -32,37 +33,81 @@ def integral_literals(call: cst.Call) -> cst.Call:
     )  # fmt: skip
 
 
-def with_dtype(call: cst.Call, dtype: str) -> cst.Call:
-    """Set `dtype=`, replacing the value of an existing one in place so that formatting and order stay."""
-    value = cst.parse_expression(dtype)
+def with_keyword(call: cst.Call, keyword: str, value_code: str) -> cst.Call:
+    """Set `keyword=value`: an existing argument gets the new value in place, so that formatting and order stay;
+    a new one goes last, laid out like the arguments before it."""
+    value = cst.parse_expression(value_code)
     args = list(call.args)
     for index, arg in enumerate(args):
-        if arg.keyword is not None and arg.keyword.value == "dtype":
+        if arg.keyword is not None and arg.keyword.value == keyword:
             args[index] = arg.with_changes(value=value)
             return call.with_changes(args=args)
-    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    elif args and isinstance(args[-1].comma, cst.Comma):
-        # A trailing comma (the call is split over lines): keep that layout for the new argument.
-        last = args[-1]
-        args.append(
-            cst.Arg(value=value, keyword=cst.Name("dtype"), equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-            ), comma=last.comma)
-        )  # fmt: skip
-        return call.with_changes(args=args)
-    args.append(
-        cst.Arg(
-            value=value,
-            keyword=cst.Name("dtype"),
-            equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-            ),
-        )
-    )
+    new = cst.Arg(value=value, keyword=cst.Name(keyword), equal=EQUAL)
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):
+        # A trailing comma: the call is split one argument a line. The last argument takes the separator of the one
+        # before it (a newline and the indentation), and the new one the trailing comma.
+        separator = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else last.comma
+        args[-1] = last.with_changes(comma=separator)
+        args.append(new.with_changes(comma=last.comma))
+    else:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new)
     return call.with_changes(args=args)
+
+
+EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 def cast_to_float(node: cst.BaseExpression) -> cst.Call:
     """`node.float()`."""
     return cst.Call(func=cst.Attribute(value=node, attr=cst.Name("float")))
+
+
+# The log-domain rules (RPL301-RPL307). Detection has matched the shape already, with names resolved; these only take
+# the matched expression apart and build its replacement.
+
+
+def unary_operand(call: cst.Call) -> cst.BaseExpression:
+    """`x` of `torch.log(x)` or of `x.log()`: detection matched one of the two, and only the function has arguments."""
+    if call.args:
+        return call.args[0].value
+    assert isinstance(call.func, cst.Attribute)
+    return call.func.value
+
+
+def is_one(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Integer | cst.Float) and node.evaluated_value == 1
+
+
+def besides_one(operation: cst.BinaryOperation) -> cst.BaseExpression:
+    """`x` of `1 + x` or `x + 1`."""
+    return operation.right if is_one(operation.left) else operation.left
+
+
+def as_argument(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` without the parentheses that only its old place needed: `(a - b).exp()` gives the argument `a - b`."""
+    if node.lpar and not isinstance(node, cst.Tuple | cst.GeneratorExp | cst.NamedExpr | cst.Yield):
+        return node.with_changes(lpar=[], rpar=[])
+    return node
+
+
+def as_operand(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` in parentheses unless it is atomic, for a receiver (`(a + b).to(d)`) or a negation (`-(a - b)`)."""
+    if node.lpar or isinstance(node, cst.Name | cst.Attribute | cst.Call | cst.Subscript):
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def negated(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`-node`; `-(-x)` is written `x`."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return node.expression
+    return cst.UnaryOperation(operator=cst.Minus(), expression=as_operand(node))
+
+
+def function_call(function: str, *arguments: cst.BaseExpression) -> cst.Call:
+    """`function(argument, ...)`, with `function` a dotted name such as `F.softplus`."""
+    return cst.Call(func=cst.parse_expression(function), args=[cst.Arg(as_argument(value)) for value in arguments])

@@ -1,0 +1,164 @@
+"""What the RPL2xx rules share: which classes are rotary embeddings, and where they store their tables.
+
+A rotary class is an `nn.Module` named like `*Rotary*Embedding*`/`*Rope*`, or any class that stores an
+`inv_freq`. Its tables are `inv_freq` (and `original_inv_freq`, `long_inv_freq`, ...) and cos/sin caches.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from rope_lint.context import FileContext, FunctionNode
+
+_ROTARY_CLASS_NAME = re.compile(r"Rotary|Rope|RoPE")
+_TABLE_NAME = re.compile(r"inv_freq|(cos|sin)_?cache|cached_(cos|sin)|(cos|sin)_table")
+_LOW_PRECISION_CASTS = frozenset({"half", "bfloat16"})
+# Text that every table name contains one of: statements without any cannot store a table.
+TABLE_NEEDLES = ("inv_freq", "cos", "sin")
+
+
+class TableStore(NamedTuple):
+    """One place a table is stored: `register_buffer(...)`, `x = nn.Buffer(...)`, `setattr(...)` or `self.x = ...`."""
+
+    node: ast.expr | ast.stmt  # the call, or the assignment
+    name: str  # the attribute name, or the literal tail of an f-string name
+    value: ast.expr
+    as_buffer: bool
+    persistent: bool
+
+
+def is_table_name(name: str) -> bool:
+    return bool(_TABLE_NAME.search(name))
+
+
+def rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
+    classes = [node for node in ctx.tree.body if isinstance(node, ast.ClassDef)]
+    with_tables = set(ctx.statements_with(TABLE_NEEDLES))
+    rotary = {
+        cls.name
+        for cls in classes
+        if _ROTARY_CLASS_NAME.search(cls.name) or (cls in with_tables and any(_table_stores_under(ctx, cls)))
+    }
+    # Subclasses of a rotary class in the same file (the scaling variants) are rotary too.
+    for cls in classes:
+        if any(isinstance(base, ast.Name) and base.id in rotary for base in cls.bases):
+            rotary.add(cls.name)
+    return [cls for cls in classes if cls.name in rotary]
+
+
+def methods(cls: ast.ClassDef) -> list[FunctionNode]:
+    return [node for node in cls.body if isinstance(node, FunctionNode)]
+
+
+def construction_methods(cls: ast.ClassDef) -> set[str]:
+    """The methods that build the tables: `__init__`, what it reaches through `self.`, and cache builders."""
+    references = {
+        method.name: {
+            node.attr
+            for node in ast.walk(method)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        }
+        for method in methods(cls)
+    }
+    return reachable_from_init(references)
+
+
+def reachable_from_init(references: dict[str, set[str]]) -> set[str]:
+    """Given each method's `self.<name>` references: `__init__` and every method it names (a call, or `fn =
+    self.compute`), transitively, and the cache builders, which a subclass overrides and its parent's `__init__`
+    calls. Shared by the RPL203 check and the rope codemod, so that both mean the same methods."""
+    reached, pending = set(), ["__init__"]
+    while pending:
+        name = pending.pop()
+        if name in reached or name not in references:
+            continue
+        reached.add(name)
+        pending.extend(references[name])
+    return reached | {name for name in references if "cache" in name or "rope_parameters" in name}
+
+
+def table_stores(ctx: FileContext) -> Iterator[TableStore]:
+    """Every store of a table in the file."""
+    for statement in ctx.statements_with(TABLE_NEEDLES):
+        yield from _table_stores_under(ctx, statement)
+
+
+def _table_stores_under(ctx: FileContext, scope: ast.AST) -> Iterator[TableStore]:
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
+            name = _literal_name(node.args[0]) if node.args else None
+            value = node.args[1] if len(node.args) > 1 else _keyword(node, "tensor")
+            if name and value is not None and is_table_name(name):
+                yield TableStore(node, name, value, True, _persistent(node, position=2))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            if len(node.args) == 3 and (name := _literal_name(node.args[1])) and is_table_name(name):
+                yield _store(ctx, node, name, node.args[2])
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if _is_self_attribute(target) and is_table_name(target.attr):
+                yield _store(ctx, node, target.attr, node.value)
+
+
+def is_low_precision_cast(ctx: FileContext, node: ast.expr) -> bool:
+    """`t.to(dtype)`, `t.to(x.dtype)`, `t.half()`, `t.type_as(x)`: a cast to a dtype that is not float32.
+
+    A literal float32 target is not; a runtime dtype is, as it is bf16 or fp16 in mixed precision.
+    """
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    method = node.func.attr
+    if method in _LOW_PRECISION_CASTS:
+        return True
+    if method == "type_as":
+        return True
+    if method == "to":
+        dtype = _keyword(node, "dtype") or next((arg for arg in node.args if _looks_like_dtype(ctx, arg)), None)
+        return dtype is not None and ctx.qualified_name(dtype) not in ("torch.float", "torch.float32")
+    return False
+
+
+def _looks_like_dtype(ctx: FileContext, node: ast.expr) -> bool:
+    name = ctx.qualified_name(node) or ""
+    if name.startswith("torch.") and name.split(".")[-1].startswith(("float", "bfloat", "half", "double")):
+        return True
+    text = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return "dtype" in text
+
+
+def _store(ctx: FileContext, node: ast.AST, name: str, value: ast.expr) -> TableStore:
+    """A `setattr` or an assignment: a buffer when the value is `nn.Buffer(...)`, a plain attribute otherwise."""
+    if isinstance(value, ast.Call) and ctx.qualified_name(value.func) in ("torch.nn.Buffer", "torch.nn.modules.Buffer"):
+        inner = value.args[0] if value.args else _keyword(value, "data")
+        if inner is not None:
+            return TableStore(node, name, inner, True, _persistent(value, position=None))
+    return TableStore(node, name, value, False, False)
+
+
+def _persistent(call: ast.Call, position: int | None) -> bool:
+    """Buffers are persistent (in the state_dict) unless `persistent=False` says otherwise."""
+    flag = _keyword(call, "persistent")
+    if flag is None and position is not None and len(call.args) > position:
+        flag = call.args[position]
+    return not (isinstance(flag, ast.Constant) and flag.value is False)
+
+
+def _literal_name(node: ast.expr) -> str | None:
+    """A string literal, or the literal tail of an f-string (`f"{prefix}inv_freq"` -> "inv_freq")."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values:
+        last = node.values[-1]
+        if isinstance(last, ast.Constant) and isinstance(last.value, str):
+            return last.value
+    return None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((kw.value for kw in call.keywords if kw.arg == name), None)
+
+
+def _is_self_attribute(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rope_lint import rotary
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.rule import Invalid, Rule, Valid
+
+
+class LowPrecisionRopeCache(Rule):
+    """
+    RoPE cos/sin tables are stored in a runtime or low-precision dtype.
+
+    ## What it does
+    Flags a table store (`register_buffer("cos_cached", ...)`, `self.sin_cached = ...`, and `inv_freq`)
+    whose value is cast on the way in: `.to(dtype)` with a runtime dtype (`torch.get_default_dtype()` passed
+    down, `x.dtype` on a rebuild), `.half()`, `.bfloat16()` or `.type_as(x)`.
+
+    ## Why is this bad?
+    The table is computed once and reused for every token. Stored in bf16 it is rounded for good: a rebuild
+    from `forward` with `x.dtype` rounds it again, and code that later multiplies or interpolates it in fp32
+    cannot get the precision back. Storing float32 and casting once, at the end of `forward`, costs nothing.
+
+    ## Example
+    ```python
+    self.register_buffer("cos_cached", emb.cos().to(dtype), persistent=False)
+    ```
+
+    ## Use instead
+    ```python
+    self.cos_cached = emb.cos()  # float32; forward returns self.cos_cached[:n].to(device=x.device, dtype=x.dtype)
+    ```
+
+    ## Fix safety
+    Unsafe, and made by the rope codemod on the whole class: the stored table's dtype changes to float32,
+    and `forward` casts at the end instead.
+    """
+
+    code = "RPL201"
+    name = "low-precision-rope-cache"
+    triggers = (b"inv_freq", b"_cached", b"cos")
+    fixability = "unsafe"
+    rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for store in rotary.table_stores(ctx):
+            if rotary.is_low_precision_cast(ctx, store.value):
+                yield ctx.diagnostic(
+                    LowPrecisionRopeCache,
+                    store.value,
+                    f"the RoPE table `{store.name}` is stored in a runtime dtype, rounding it for every token; "
+                    "store float32 and cast at the end of forward",
+                    self.rewrite,
+                )
+
+    examples = (
+        Invalid(
+            'self.register_buffer("cos_cached", emb.cos().to(dtype), persistent=False)\n',
+            fixed="self.cos_cached = emb.cos()\n",
+            safety=FixSafety.UNSAFE,
+            count=1,
+        ),
+        Invalid("self.sin_cached = emb.sin().half()\n", fixed="self.sin_cached = emb.sin()\n", safety=FixSafety.UNSAFE),
+        Invalid(
+            "self._cos_cached = emb.cos().to(x.dtype)\n",
+            fixed="self._cos_cached = emb.cos()\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            "self.cos_cached = emb.cos().type_as(hidden_states)\n",
+            fixed="self.cos_cached = emb.cos()\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        Valid("self.cos_cached = emb.cos()\n"),
+        Valid("import torch\nself.cos_cached = emb.cos().to(torch.float32)\n"),
+        Valid("self.cos_cached = emb.cos().to(x.device)\n"),
+        Valid("cos = emb.cos().to(dtype)\n"),
+    )

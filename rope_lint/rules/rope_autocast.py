@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from rope_lint import rotary
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic
+from rope_lint.rule import Invalid, Rule, Valid
+
+_PRODUCTS = frozenset({"torch.matmul", "torch.outer", "torch.ger", "torch.einsum", "torch.bmm", "torch.mm"})
+_UPCASTS = frozenset({"float", "double"})
+
+
+class RopeAutocast(Rule):
+    """
+    A RoPE frequency product in `forward` runs under autocast, in bf16 or fp16.
+
+    ## What it does
+    In the `forward` of a rotary class, flags the product of positions and inverse frequencies (`@`,
+    `torch.matmul`, `torch.outer`, `torch.einsum`) when neither its operands are upcast to float32 nor an
+    enclosing `torch.autocast(..., enabled=False)` turns autocast off.
+
+    ## Why is this bad?
+    Under `torch.autocast`, matrix products run in the autocast dtype whatever their inputs are. The angle
+    `position * inv_freq` reaches thousands of radians, so a bf16 product misplaces it by whole radians, and
+    cos/sin of it are noise. (Elementwise `*` is not autocast; RPL202 covers its operands' precision.)
+
+    ## Example
+    ```python
+    freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)
+    ```
+
+    ## Use instead
+    ```python
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+    ```
+
+    ## Fix safety
+    Safe: the product and the tables come out in float32, and `forward` casts them to the input dtype at the
+    end as before. rope-lint reports this rule without an automatic fix for now: the edit wraps statements
+    in a `with` block, and which statements belong in it is for a reviewer to decide.
+    """
+
+    code = "RPL204"
+    name = "rope-autocast"
+    triggers = (b"inv_freq",)
+    fixability = "none"
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for cls in rotary.rotary_classes(ctx):
+            for method in rotary.methods(cls):
+                if method.name == "forward":
+                    yield from self._check_forward(ctx, method.body, autocast_off=False)
+
+    def _check_forward(self, ctx: FileContext, body: list[ast.stmt], autocast_off: bool) -> Iterator[Diagnostic]:
+        for statement in body:
+            if isinstance(statement, ast.With | ast.AsyncWith):
+                inner_off = autocast_off or any(_disables_autocast(item.context_expr) for item in statement.items)
+                yield from self._check_forward(ctx, statement.body, inner_off)
+                continue
+            nested = [getattr(statement, field, []) for field in ("body", "orelse", "finalbody")]
+            if any(nested):
+                for block in nested:
+                    yield from self._check_forward(ctx, block, autocast_off)
+                continue
+            if autocast_off:
+                continue
+            for node in ast.walk(statement):
+                operands = _product_operands(ctx, node)
+                if operands and not all(_is_upcast(ctx, operand) for operand in operands):
+                    yield ctx.diagnostic(
+                        RopeAutocast,
+                        node,
+                        "the RoPE frequency product runs in the autocast dtype; upcast its operands with `.float()` "
+                        "and wrap it in `torch.autocast(..., enabled=False)`",
+                    )
+
+    examples = (
+        Invalid(
+            "import torch\n"
+            "class LlamaRotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, position_ids):\n"
+            "        freqs = (self.inv_freq[None, :, None] @ position_ids[:, None, :]).transpose(1, 2)\n"
+            "        return freqs.cos(), freqs.sin()\n"
+        ),
+        Invalid(
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, seq_len):\n"
+            "        t = torch.arange(seq_len, device=x.device)\n"
+            "        freqs = torch.outer(t, self.inv_freq)\n"
+            "        return freqs.cos()\n"
+        ),
+        Valid(
+            "import torch\n"
+            "class LlamaRotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, position_ids):\n"
+            "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
+            "            freqs = (self.inv_freq[None, :, None] @ position_ids[:, None, :]).transpose(1, 2)\n"
+            "        return freqs.cos(), freqs.sin()\n"
+        ),
+        Valid(
+            "import torch\n"
+            "class LlamaRotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, position_ids):\n"
+            "        freqs = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)\n"
+            "        return freqs.cos(), freqs.sin()\n"
+        ),
+    )
+
+
+def _product_operands(ctx: FileContext, node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return [node.left, node.right]
+    if isinstance(node, ast.Call) and ctx.qualified_name(node.func) in _PRODUCTS:
+        args = node.args[1:] if ctx.qualified_name(node.func) == "torch.einsum" else node.args
+        return list(args)
+    return []
+
+
+def _is_upcast(ctx: FileContext, node: ast.expr) -> bool:
+    """`t.float()`, `t.double()`, `t.to(torch.float32)`, `t.to(device=d, dtype=torch.float)`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    if node.func.attr in _UPCASTS:
+        return True
+    if node.func.attr == "to":
+        targets = [*node.args, *(kw.value for kw in node.keywords if kw.arg == "dtype")]
+        return any(ctx.qualified_name(t) in ("torch.float", "torch.float32", "torch.float64") for t in targets)
+    return False
+
+
+def _disables_autocast(node: ast.expr) -> bool:
+    """`torch.autocast(..., enabled=False)`, or any `*autocast*(..., enabled=False)` helper."""
+    if not isinstance(node, ast.Call) or "autocast" not in ast.unparse(node.func):
+        return False
+    return any(
+        kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in node.keywords
+    )

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from rope_lint import rotary
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.rule import Invalid, Rule, Valid
+
+
+class RopeDeviceMath(Rule):
+    """
+    RoPE frequencies or tables are computed on the accelerator.
+
+    ## What it does
+    In the methods of a rotary class that build its tables (`__init__`, the methods it reaches, and cache
+    builders), flags
+    `torch.arange(..., device=device)` with a device other than the CPU, an enumeration with no device at all
+    (DeepSpeed's `zero.Init()` fills in the accelerator), and `.to(device)` applied to an enumeration before
+    the `pow`, `outer`, `cos` and `sin` that build the tables.
+
+    ## Why is this bad?
+    The tables are computed once and reused for every token, so they should be computed once, exactly. GPU
+    `pow`, `cos` and `sin` round differently from the CPU's and from one another across GPU generations, so
+    the same checkpoint gets different tables on different machines; and under `zero.Init` an enumeration
+    with no device is built on the accelerator in the training dtype. Computing on the CPU in float32 and
+    moving the result costs a copy of a few kilobytes, once.
+
+    ## Example
+    ```python
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float().to(device) / dim))
+    ```
+
+    ## Use instead
+    ```python
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").float() / dim))
+    ```
+
+    ## Fix safety
+    Unsafe, and made by the rope codemod on the whole class: the tables then live on the CPU until `forward`
+    moves them to the input's device.
+    """
+
+    code = "RPL203"
+    name = "rope-device-math"
+    triggers = (b"inv_freq", b"Rotary")
+    fixability = "unsafe"
+    rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for cls in rotary.rotary_classes(ctx):
+            construction = rotary.construction_methods(cls)
+            for method in rotary.methods(cls):
+                if method.name not in construction:
+                    continue
+                for node in ast.walk(method):
+                    if not isinstance(node, ast.Call):
+                        continue
+                    if ctx.qualified_name(node.func) == "torch.arange" and not _on_cpu(ctx, node):
+                        yield ctx.diagnostic(
+                            RopeDeviceMath,
+                            node,
+                            "RoPE positions or frequencies are enumerated on the accelerator (or left to zero.Init "
+                            'to place there); compute the tables on the CPU (`device="cpu"`) and move them',
+                            self.rewrite,
+                        )
+                    elif _moves_enumeration(ctx, node):
+                        yield ctx.diagnostic(
+                            RopeDeviceMath,
+                            node,
+                            "the enumeration moves to the accelerator before the RoPE math; compute on the CPU "
+                            "and move the finished table",
+                            self.rewrite,
+                        )
+
+    examples = (
+        Invalid(
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim, device=None):\n"
+            "        inv_freq = 1.0 / (10000 ** (\n"
+            "            torch.arange(0, dim, 2).float().to(device) / dim))\n",
+            fixed="import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim, device=None):\n"
+            "        inv_freq = 1.0 / (10000 ** (\n"
+            '            torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").float() / dim))\n',
+            safety=FixSafety.UNSAFE,
+            count=2,
+        ),
+        Invalid(
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def _set_cache(self, seq_len, device):\n"
+            "        t = torch.arange(seq_len, device=device, dtype=torch.int64)\n",
+            fixed="import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def _set_cache(self, seq_len, device):\n"
+            '        t = torch.arange(seq_len, device="cpu", dtype=torch.int64)\n',
+            safety=FixSafety.UNSAFE,
+        ),
+        Valid(
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            '        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
+            "    def forward(self, x, position_ids):\n"
+            "        return torch.arange(x.shape[1], device=x.device)\n"
+        ),
+        Valid(
+            "import torch\n"
+            "class Attention(torch.nn.Module):\n"
+            "    def mask(self, n, device):\n"
+            "        return torch.arange(n, device=device)\n"
+        ),
+    )
+
+
+def _on_cpu(ctx: FileContext, call: ast.Call) -> bool:
+    device = next((kw.value for kw in call.keywords if kw.arg == "device"), None)
+    if isinstance(device, ast.Constant) and device.value == "cpu":
+        return True
+    # torch.device("cpu")
+    return (
+        isinstance(device, ast.Call)
+        and ctx.qualified_name(device.func) == "torch.device"
+        and bool(device.args)
+        and isinstance(device.args[0], ast.Constant)
+        and device.args[0].value == "cpu"
+    )
+
+
+def _moves_enumeration(ctx: FileContext, call: ast.Call) -> bool:
+    """`<expression with torch.arange>.to(device)`: a move to a device named by a variable."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to"):
+        return False
+    targets = [*call.args, *(kw.value for kw in call.keywords if kw.arg == "device")]
+    moves = any("device" in (ast.unparse(target) if not isinstance(target, ast.Constant) else "") for target in targets)
+    return moves and any(
+        isinstance(node, ast.Call) and ctx.qualified_name(node.func) == "torch.arange"
+        for node in ast.walk(call.func.value)
+    )

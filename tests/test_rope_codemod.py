@@ -1,0 +1,204 @@
+"""The rope codemod, judged by the probe (issue 4): transformers' rotary classes before and after
+`rope-lint fix --unsafe-fixes`, on pinned releases installed into the test cache."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ProbeRun, install_transformers, rope_lint, run_python
+
+OLD, NEW = "4.37.2", "5.24.0"
+TRIGGERS = "zero-init-bf16,default-dtype-bf16,to-bf16"
+# The Llama family of the newest release: Llama and the models that copy its rotary class.
+NEW_LLAMA_FAMILY = ("llama", "mistral", "mixtral", "qwen2", "qwen3")
+# transformers' own formatting settings (its pyproject.toml), which the wheels do not carry.
+TRANSFORMERS_RUFF = "[tool.ruff]\nline-length = 119\n"
+
+
+def fixed_copy(site: Path, destination: Path, *relative: str) -> Path:
+    """A copy of the release's `transformers` package with `relative` paths fixed; returns the folder to put first
+    on PYTHONPATH."""
+    shutil.copytree(site / "transformers", destination / "transformers")
+    (destination / "pyproject.toml").write_text(TRANSFORMERS_RUFF)
+    paths = [str(destination / "transformers" / path) for path in relative]
+    result = rope_lint("fix", "--unsafe-fixes", "--select", "RPL1,RPL2", *paths)
+    assert result.returncode in (0, 1), result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    return destination
+
+
+def probe(*targets: str, pythonpath: list[Path], triggers: str = TRIGGERS) -> dict:
+    code = "import sys\nfrom rope_lint.cli import main\nsys.exit(main(['probe', *sys.argv[1:]]))\n"
+    run: ProbeRun = run_python(code, *targets, "--trigger", triggers, "--output-format", "json", pythonpath=pythonpath)
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    return run.json()
+
+
+def exceeding(report: dict) -> dict[str, list[str]]:
+    return {
+        c["class"]: [name for name, t in c["triggers"].items() if t["status"] == "exceeds"]
+        for c in report["classes"]
+        if c.get("triggers") and any(t["status"] == "exceeds" for t in c["triggers"].values())
+    }
+
+
+@pytest.fixture(scope="module")
+def old_site() -> Path:
+    return install_transformers(OLD)
+
+
+@pytest.fixture(scope="module")
+def old_fixed(old_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return fixed_copy(old_site, tmp_path_factory.mktemp("fixed-old"), "models")
+
+
+def test_old_release_every_flagged_class_is_clean_after_the_fix(old_site: Path, old_fixed: Path) -> None:
+    before = exceeding(probe("transformers", pythonpath=[old_site]))
+    after_report = probe("transformers", pythonpath=[old_fixed, old_site])
+    after = {c["class"]: c for c in after_report["classes"]}
+    print(f"{OLD}: {len(before)} rotary classes flagged before the fix; after: {after_report['summary']}")
+    assert len(before) >= 20  # measured: 24 (zero.Init and .to(bf16))
+    for name in before:
+        assert after[name].get("triggers"), f"{name} was not built after the fix: {after[name].get('reason')}"
+        statuses = {trigger: result["status"] for trigger, result in after[name]["triggers"].items()}
+        assert set(statuses.values()) == {"clean"}, f"{name}: {statuses}"
+
+
+def test_newest_release_llama_family_is_clean_after_the_fix(tmp_path: Path) -> None:
+    site = install_transformers(NEW)
+    modules = [f"transformers.models.{model}.modeling_{model}" for model in NEW_LLAMA_FAMILY]
+    before = exceeding(probe(*modules, pythonpath=[site]))
+    fixed = fixed_copy(
+        site, tmp_path, "modeling_rope_utils.py", *(f"models/{model}/modeling_{model}.py" for model in NEW_LLAMA_FAMILY)
+    )
+    after = probe(*modules, pythonpath=[fixed, site])
+    print(f"{NEW} Llama family: flagged before {sorted(before)}; after: {after['summary']}")
+    assert len(before) == len(NEW_LLAMA_FAMILY)
+    assert exceeding(after) == {}
+    assert all(c.get("triggers") for c in after["classes"] if c["class"] in before)
+
+
+# Builds a rotary class from `transformers` (whichever copy is first on the path) for each scaling variant, and saves
+# its fp32 cos/sin for positions 0..4095 (and, for dynamic NTK, past the cache, which makes it rebuild).
+EQUIVALENCE_OLD = """
+import sys, torch
+from transformers.models.llama import modeling_llama as llama
+torch.manual_seed(0)
+tables = {}
+x = torch.randn(1, 2, 8, 128)
+for name, cls, extra in (
+    ("default", llama.LlamaRotaryEmbedding, {}),
+    ("linear", llama.LlamaLinearScalingRotaryEmbedding, {"scaling_factor": 4.0}),
+    ("dynamic", llama.LlamaDynamicNTKScalingRotaryEmbedding, {"scaling_factor": 2.0}),
+):
+    module = cls(128, max_position_embeddings=2048, base=10000, **extra)
+    for seq_len in (2048, 4096):
+        cos, sin = module(x, seq_len=seq_len)
+        tables[f"{name}-{seq_len}"] = torch.stack([cos, sin])
+torch.save(tables, sys.argv[1])
+"""
+
+EQUIVALENCE_NEW = """
+import sys, torch
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+variants = {
+    "default": {"rope_type": "default"},
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 1024},
+}
+tables = {}
+x = torch.randn(1, 8, 256)
+for name, parameters in variants.items():
+    config = LlamaConfig(hidden_size=256, num_attention_heads=2, max_position_embeddings=2048,
+                         rope_parameters={"rope_theta": 10000.0, **parameters})
+    module = LlamaRotaryEmbedding(config)
+    for length in (2048, 4096):
+        cos, sin = module(x, torch.arange(length)[None])
+        tables[f"{name}-{length}"] = torch.stack([cos, sin])
+torch.save(tables, sys.argv[1])
+"""
+
+
+def saved_tables(code: str, pythonpath: list[Path], out: Path) -> dict:
+    import torch
+
+    run = run_python(code, str(out), pythonpath=pythonpath)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return torch.load(out)
+
+
+@pytest.mark.parametrize("release", [OLD, NEW])
+def test_fp32_outputs_equal_the_originals_for_every_scaling_variant(release: str, old_fixed: Path, tmp_path: Path):
+    site = install_transformers(release)
+    code = EQUIVALENCE_OLD if release == OLD else EQUIVALENCE_NEW
+    if release == OLD:
+        fixed = old_fixed
+    else:
+        fixed = fixed_copy(site, tmp_path / "fixed", "modeling_rope_utils.py", "models/llama")
+    original = saved_tables(code, [site], tmp_path / "original.pt")
+    rewritten = saved_tables(code, [fixed, site], tmp_path / "rewritten.pt")
+    assert original.keys() == rewritten.keys()
+    for key in original:
+        assert rewritten[key].dtype == original[key].dtype and rewritten[key].shape == original[key].shape, key
+        difference = (rewritten[key] - original[key]).abs().max().item()
+        assert difference <= 1e-6, f"{release} {key}: {difference}"
+
+
+def test_rewritten_files_compile_keep_ruff_format_and_a_second_fix_changes_nothing(old_site: Path, old_fixed: Path):
+    original_root, fixed_root = old_site / "transformers", old_fixed / "transformers"
+    changed = [
+        path
+        for path in sorted(fixed_root.rglob("*.py"))
+        if path.read_bytes() != (original_root / path.relative_to(fixed_root)).read_bytes()
+    ]
+    assert len(changed) >= 20
+    ruff = [sys.executable, "-m", "ruff", "format", "--check", "--quiet", "--line-length", "119"]
+    for path in changed:
+        compile(path.read_text(), str(path), "exec")
+        original = original_root / path.relative_to(fixed_root)
+        if subprocess.run([*ruff, str(original)], capture_output=True).returncode == 0:
+            assert subprocess.run([*ruff, str(path)], capture_output=True).returncode == 0, f"{path} needs formatting"
+    snapshot = {path: path.read_bytes() for path in changed}
+    again = rope_lint("fix", "--unsafe-fixes", "--select", "RPL1,RPL2", str(fixed_root / "models"))
+    assert "Fixed 0 findings" in again.stdout
+    assert {path: path.read_bytes() for path in changed} == snapshot
+
+
+# A tiny Llama built under the zero.Init stand-in, with the fp32 model's weights loaded, against the fp32 model.
+END_TO_END = """
+import sys, torch
+from rope_lint.probe.triggers import zero_init_stand_in
+from transformers import LlamaConfig, LlamaForCausalLM
+config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                     num_attention_heads=2, max_position_embeddings=2048, initializer_range=0.2)
+torch.manual_seed(0)
+reference = LlamaForCausalLM(config).eval()
+with zero_init_stand_in():
+    model = LlamaForCausalLM(config)
+# The fp32 weights, rounded to bf16 as zero.Init stores them; the rotary tables stay as the stand-in built them.
+model.load_state_dict({k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}, strict=False)
+model.eval()
+ids = torch.randint(0, 512, (1, 2048), generator=torch.Generator().manual_seed(1))
+with torch.no_grad():
+    expected = reference(ids).logits.argmax(-1)
+    got = model(ids).logits.argmax(-1)
+print((expected == got).float().mean().item())
+"""
+
+
+def test_tiny_llama_under_zero_init_agrees_with_fp32_after_the_fix(old_site: Path, old_fixed: Path) -> None:
+    before = run_python(END_TO_END, pythonpath=[old_site])
+    after = run_python(END_TO_END, pythonpath=[old_fixed, old_site])
+    assert before.returncode == 0 and after.returncode == 0, before.stderr[-2000:] + after.stderr[-2000:]
+    agreement_before, agreement_after = float(before.stdout.split()[-1]), float(after.stdout.split()[-1])
+    print(f"argmax agreement with fp32 at 2048 tokens: before {agreement_before:.1%}, after {agreement_after:.1%}")
+    assert agreement_after >= 0.90
+    assert agreement_before < 0.6
