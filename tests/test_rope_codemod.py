@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ProbeRun, install_transformers, rope_lint, run_python
+from helpers import REPO, ProbeRun, install_transformers, rope_lint, run_python
 
 OLD, NEW = "4.37.2", "5.24.0"
 TRIGGERS = "zero-init-bf16,default-dtype-bf16,to-bf16"
@@ -202,3 +204,48 @@ def test_tiny_llama_under_zero_init_agrees_with_fp32_after_the_fix(old_site: Pat
     print(f"argmax agreement with fp32 at 2048 tokens: before {agreement_before:.1%}, after {agreement_after:.1%}")
     assert agreement_after >= 0.90
     assert agreement_before < 0.6
+
+
+def class_source(path: Path, name: str) -> str:
+    source = path.read_text()
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == name)
+    return ast.get_source_segment(source, node) or ""
+
+
+def test_every_copy_of_a_class_gets_the_same_rewrite(old_site: Path, old_fixed: Path) -> None:
+    """`# Copied from ...LlamaRotaryEmbedding with Llama->X` copies stay copies: the codemod is deterministic."""
+    marker = re.compile(
+        r"# Copied from transformers\.models\.llama\.modeling_llama\.LlamaRotaryEmbedding with Llama->(\w+)"
+    )
+    llama = Path("models/llama/modeling_llama.py")
+    copies = 0
+    for path in sorted((old_site / "transformers" / "models").rglob("modeling_*.py")):
+        for match in marker.finditer(path.read_text()):
+            name, relative = match.group(1), path.relative_to(old_site / "transformers")
+            for root in (old_site / "transformers", old_fixed / "transformers"):
+                source = class_source(root / llama, "LlamaRotaryEmbedding").replace("Llama", name)
+                assert class_source(root / relative, f"{name}RotaryEmbedding") == source, f"{root}: {relative}"
+            copies += 1
+    assert copies >= 5  # measured: 7 (Falcon, Mistral, Mixtral, OpenLlama, Persimmon, Phi, Qwen2)
+
+
+def test_the_codemod_runs_through_libcst_tool_as_through_rope_lint(tmp_path: Path) -> None:
+    through_libcst, through_rope_lint = tmp_path / "a" / "rotary.py", tmp_path / "b" / "rotary.py"
+    for copy in (through_libcst, through_rope_lint):
+        copy.parent.mkdir()
+        shutil.copy(REPO / "fixtures" / "hazards" / "rotary_cache.py", copy)
+    command = [
+        sys.executable,
+        "-m",
+        "libcst.tool",
+        "codemod",
+        "--no-format",
+        "-x",
+        "codemods.rope_tables.RopeTablesCommand",
+    ]
+    result = subprocess.run([*command, str(through_libcst)], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rope_lint("fix", "--unsafe-fixes", "--select", "RPL2", str(through_rope_lint))
+    rewritten = through_libcst.read_text()
+    assert rewritten == through_rope_lint.read_text()
+    assert "self.inv_freq = inv_freq" in rewritten and 'device="cpu"' in rewritten
