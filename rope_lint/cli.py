@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `rope-lint check | head`: the reader has what it wanted
+        sys.stderr.close()
+        return EXIT_CLEAN
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -25,6 +25,9 @@ class FileContext:
         self.parents: dict[ast.AST, ast.AST] = {}
         self.imported_names: dict[str, str] = {}
         self._calls: list[ast.Call] = []
+        # Calls by attribute name, whatever the receiver: the method spelling of a tensor op (`x.exp()`), which no
+        # import resolves.
+        self._method_calls: dict[str, list[ast.Call]] = defaultdict(list)
         # Lines that mention a trigger or an import: only the statements around them are indexed, which keeps a
         # large file with a few candidates nearly as cheap as parsing it.
         self._marked_lines = [
@@ -66,6 +69,8 @@ class FileContext:
     def _record(self, node: ast.AST) -> None:
         if isinstance(node, ast.Call):
             self._calls.append(node)
+            if isinstance(node.func, ast.Attribute):
+                self._method_calls[node.func.attr].append(node)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -98,7 +103,23 @@ class FileContext:
     def calls(self, qualified_name: str) -> list[ast.Call]:
         return self._calls_by_name.get(qualified_name, [])
 
+    def method_calls(self, attribute: str) -> list[ast.Call]:
+        """Calls spelled `<receiver>.<attribute>(...)`, for any receiver: `x.exp()`, but also `torch.exp(x)`.
+
+        Telling a tensor method from a module function is the caller's part (see `logdomain.is_method_spelling`).
+        """
+        return self._method_calls.get(attribute, [])
+
     # Structure
+    def statements_with(self, needles: tuple[str, ...]) -> list[ast.stmt]:
+        """The top-level statements whose text contains any of `needles`: where a rule's search can start."""
+        found = []
+        for statement in self.tree.body:
+            text = self.lines[statement.lineno - 1 : statement.end_lineno]
+            if any(needle in line for line in text for needle in needles):
+                found.append(statement)
+        return found
+
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(node)
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.engine import Settings, check_source, read
 from rope_lint.files import SourceFile
+from rope_lint.formatting import formatted_like_original
 from rope_lint.rules import RULES_BY_CODE
 
 Range = tuple[tuple[int, int], tuple[int, int]]
@@ -57,6 +58,7 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> F
         return FileFixOutcome(str(path), remaining=found)
     try:
         result = apply_fixes(source.text, chosen)
+        result.text = formatted_like_original(path, source.text, result.text)
         if not diff_only:
             write_atomically(source, result.text)
     except (UnsafeResultError, OSError) as error:
@@ -80,21 +82,61 @@ def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]
 
 def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not parse."""
+    # Findings whose fix is a codemod over their whole class (the RPL2xx family) are fixed after the others.
+    codemod_fixes = [d for d in diagnostics if d.fix is not None and dict(d.fix.data).get("codemod")]
     by_range: dict[Range, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
+        if diagnostic in codemod_fixes:
+            continue
         key = ((diagnostic.start.line, diagnostic.start.column), (diagnostic.end.line, diagnostic.end.column))
         by_range.setdefault(key, []).append(diagnostic)
     module = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
     transformer = _FixTransformer(by_range)
-    text = module.visit(transformer).code
+    fixed = module.visit(transformer)
+    imports = {value for d in transformer.applied if d.fix is not None for key, value in d.fix.data if key == "import"}
+    fixed = _with_imports(fixed, sorted(imports))
+    if codemod_fixes:
+        from codemods import apply_codemods
+
+        fixed = apply_codemods(fixed, sorted({dict(d.fix.data)["codemod"] for d in codemod_fixes if d.fix}))
+    text = fixed.code
     try:
         ast.parse(text)
     except (SyntaxError, ValueError, RecursionError) as error:
         raise UnsafeResultError(f"the fixed code would not parse ({error}); the file was left as it was") from None
-    return FixResult(text, transformer.applied)
+    return FixResult(text, transformer.applied + codemod_fixes)
+
+
+def _with_imports(module: cst.Module, modules: list[str]) -> cst.Module:
+    """`import <module>` for each module that an applied fix writes a name of and the file did not import.
+
+    A fix asks for one with an "import" entry in its data (see `logdomain.fix`); LibCST places it among the file's
+    imports, and adds nothing the file imports already.
+    """
+    if not modules:
+        return module
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    for name in modules:
+        AddImportsVisitor.add_needed_import(context, name)
+    return AddImportsVisitor(context).transform_module(module)
+
+
+# Nodes whose body is a sequence of statements: the blocks that a finding spanning several statements lies in.
+_STATEMENT_BLOCKS = (cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.SimpleStatementSuite)
 
 
 class _FixTransformer(cst.CSTTransformer):
+    """Calls each finding's rule on the node at the finding's range.
+
+    That node is an expression, or else a run of statements of one block: a range from the start of one statement
+    to the end of a later one (or the same one) of a block's body, which is a run of lines or a run of `;`-separated
+    statements on one line. The rule's `fix` then receives the block cut down to that run (`block.with_changes(body=
+    run)`) and returns it with the statements that replace the run in its body; nothing else of it is used.
+    """
+
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, pending: dict[Range, list[Diagnostic]]) -> None:
@@ -103,18 +145,46 @@ class _FixTransformer(cst.CSTTransformer):
         self.applied: list[Diagnostic] = []
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        if isinstance(original_node, _STATEMENT_BLOCKS):
+            return self._fix_statement_runs(original_node, updated_node) if self.pending else updated_node
         # Several nodes can share a range (an argument and its value); the innermost expression comes first.
         if not isinstance(original_node, cst.BaseExpression):
             return updated_node
         position = self.get_metadata(PositionProvider, original_node, None)
         if position is None:
             return updated_node
-        key = ((position.start.line, position.start.column), (position.end.line, position.end.column))
-        for diagnostic in self.pending.pop(key, []):
-            assert diagnostic.fix is not None
-            updated_node = RULES_BY_CODE[diagnostic.code]().fix(updated_node, diagnostic.fix)
-            self.applied.append(diagnostic)
+        for diagnostic in self.pending.pop(_range(position), []):
+            updated_node = self._fix(updated_node, diagnostic)
         return updated_node
+
+    def _fix_statement_runs(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        starts = {start for start, _ in self.pending}
+        positions = [self.get_metadata(PositionProvider, statement) for statement in original_node.body]
+        body = list(updated_node.body)
+        end = len(body)  # runs are taken from the last one up, and one that overlaps a later run stays unfixed
+        for first in reversed(range(len(body))):
+            start = _range(positions[first])[0]
+            if start not in starts:
+                continue
+            for last in range(first, end):
+                diagnostics = self.pending.pop((start, _range(positions[last])[1]), [])
+                if diagnostics:
+                    run = updated_node.with_changes(body=body[first : last + 1])
+                    for diagnostic in diagnostics:
+                        run = self._fix(run, diagnostic)
+                    body[first : last + 1] = run.body
+                    end = first
+                    break
+        return updated_node.with_changes(body=body) if end < len(positions) else updated_node
+
+    def _fix(self, node: cst.CSTNode, diagnostic: Diagnostic) -> cst.CSTNode:
+        assert diagnostic.fix is not None
+        self.applied.append(diagnostic)
+        return RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix)
+
+
+def _range(position: CodeRange) -> Range:
+    return ((position.start.line, position.start.column), (position.end.line, position.end.column))
 
 
 def write_atomically(source: SourceFile, text: str) -> None:

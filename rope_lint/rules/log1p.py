@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from rope_lint import logdomain
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+
+class Log1p(Rule):
+    """
+    `log(1 + x)` loses `x` where it is small; `torch.log1p(x)` does not.
+
+    ## What it does
+    Flags `log(1 + x)` and `log(x + 1)` with the literal `1`, in the function and the method spelling
+    (`torch.log(1 + x)`, `(x + 1).log()`).
+
+    ## Why is this bad?
+    `1 + x` rounds away every digit of `x` below the precision of 1: in float32, `log(1 + 1e-8)` is exactly 0,
+    and for `|x|` around 1e-4 only three digits of the result are right. `log1p` computes the same function
+    without forming `1 + x`.
+
+    `log(1 + exp(x))` is RPL304's (softplus: `log1p(exp(x))` would still overflow), and `log(x + 1e-8)` is a
+    guard against `log(0)`, not `log(1 + x)`: neither is flagged here.
+
+    ## Example
+    ```python
+    bits = torch.log(1 + ratio)
+    ```
+
+    ## Use instead
+    ```python
+    bits = torch.log1p(ratio)
+    ```
+
+    ## Fix safety
+    Safe: the same dtype and shape, and the same value up to the rounding that `1 + x` lost.
+    """
+
+    code = "RPL306"
+    name = "log1p"
+    triggers = (b"log(",)
+    fixability = "safe"
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for call in logdomain.calls(ctx, "log"):
+            operand = logdomain.one_plus(logdomain.unary_operand(ctx, call, "log"))
+            if operand is None or _is_number(operand) or logdomain.unary_operand(ctx, operand, "exp") is not None:
+                continue
+            yield ctx.diagnostic(
+                Log1p,
+                call,
+                "`log(1 + x)` rounds away small `x`; use `torch.log1p(x)`",
+                logdomain.fix(ctx, ("torch.log1p", "torch.special.log1p")),
+            )
+
+    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+        import libcst as cst
+
+        from rope_lint import cst_edits
+
+        assert isinstance(node, cst.Call)
+        one_plus = cst_edits.unary_operand(node)
+        assert isinstance(one_plus, cst.BinaryOperation)
+        return cst_edits.function_call(fix.get("function"), cst_edits.besides_one(one_plus))
+
+    examples = (
+        Invalid(
+            "import torch\nbits = torch.log(1 + ratio)\n",
+            fixed="import torch\nbits = torch.log1p(ratio)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nbits = (ratio + 1.0).log()\n",
+            fixed="import torch\nbits = torch.log1p(ratio)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch as t\ny = t.log(1 + p * q) / 2\n",
+            fixed="import torch as t\ny = t.log1p(p * q) / 2\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\ny = torch.log(1 + (a - b))\n",
+            fixed="import torch\ny = torch.log1p(a - b)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # Only `log` is imported: the fix names `torch.log1p` and imports torch.
+            "from torch import log\n\ny = log(1 + x)\n",
+            fixed="from torch import log\nimport torch\n\ny = torch.log1p(x)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "from torch import log, log1p\n\ny = log(x + 1)\n",
+            fixed="from torch import log, log1p\n\ny = log1p(x)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Valid("import torch\ny = torch.log(x + 1e-8)\n"),
+        Valid("import torch\ny = torch.log(2 + x)\n"),
+        Valid("import torch\ny = torch.log(1 - x)\n"),
+        Valid("import torch\ny = torch.log1p(x)\n"),
+        Valid("import torch\ny = torch.log(1 + torch.exp(x))\n"),
+        Valid("import math\ny = math.log(1 + x)\n"),
+        Valid("import numpy as np\ny = np.log(1 + x)\n"),
+    )
+
+
+def _is_number(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from rope_lint import logdomain
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+# What `torch.logsumexp(input, dim, keepdim=False)` takes besides the input, by keyword.
+_KEYWORDS = frozenset({"dim", "keepdim"})
+
+
+class LogSumExp(Rule):
+    """
+    `log(sum(exp(x), d))` overflows; `torch.logsumexp(x, d)` does not.
+
+    ## What it does
+    Flags `log(sum(exp(x), d))` in the function and the method spelling and mixtures of them
+    (`torch.log(torch.sum(torch.exp(x), dim=-1))`, `x.exp().sum(-1).log()`). The max-shift idiom
+    `m + log(sum(exp(x - m), d))` is stable as written and stays silent.
+
+    ## Why is this bad?
+    `exp` overflows from 88.7 in float32 (709.8 in float64): one large score makes the sum `inf`, and so the
+    result, where the true value is about that score. Very negative scores underflow to 0 and give `-inf`.
+    `torch.logsumexp` shifts by the maximum internally and is exact over the whole range.
+
+    ## Example
+    ```python
+    lse = torch.log(torch.sum(torch.exp(scores), dim=-1))
+    ```
+
+    ## Use instead
+    ```python
+    lse = torch.logsumexp(scores, dim=-1)
+    ```
+
+    ## Fix safety
+    Safe: the same dtype and shape (`keepdim` is kept), and the same values where the original was finite.
+    The fix applies only when the sum names its dim: `torch.logsumexp` has no all-elements form, so a sum over
+    everything (`x.exp().sum().log()`) is flagged without a fix, as is a sum with a `dtype=`.
+    """
+
+    code = "RPL302"
+    name = "logsumexp"
+    triggers = (b"log(",)
+    fixability = "sometimes"
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for call in logdomain.calls(ctx, "log"):
+            total = logdomain.reduction(ctx, logdomain.unary_operand(ctx, call, "log"), "sum")
+            shifted = logdomain.unary_operand(ctx, total.operand, "exp") if total is not None else None
+            if total is None or shifted is None or logdomain.is_shift_added_back(ctx, call, [shifted]):
+                continue
+            fix = None
+            if total.has_dim() and len(total.args) <= 2 and {kw.arg for kw in total.keywords} <= _KEYWORDS:
+                fix = logdomain.fix(
+                    ctx, ("torch.logsumexp", "torch.special.logsumexp"), sum="method" if total.method else "function"
+                )
+            yield ctx.diagnostic(
+                LogSumExp,
+                call,
+                "`log(sum(exp(x)))` overflows to inf from x ≈ 89 in float32; use `torch.logsumexp(x, dim)`"
+                + ("" if total.has_dim() else " (name the dim: no fix without one)"),
+                fix,
+            )
+
+    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+        import libcst as cst
+
+        from rope_lint import cst_edits
+
+        assert isinstance(node, cst.Call)
+        total = cst_edits.unary_operand(node)
+        assert isinstance(total, cst.Call)
+        function = cst.parse_expression(fix.get("function"))
+        if fix.get("sum") == "function":
+            exp_call, first = total.args[0].value, total.args[0]
+            rest = total.args[1:]
+        else:
+            assert isinstance(total.func, cst.Attribute)
+            exp_call, first = total.func.value, cst.Arg(total.func.value)
+            first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            rest = total.args
+        assert isinstance(exp_call, cst.Call)
+        operand = first.with_changes(value=cst_edits.as_argument(cst_edits.unary_operand(exp_call)))
+        return total.with_changes(func=function, args=[operand, *rest])
+
+    examples = (
+        Invalid(
+            "import torch\nlse = torch.log(torch.sum(torch.exp(scores), dim=-1))\n",
+            fixed="import torch\nlse = torch.logsumexp(scores, dim=-1)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nlse = x.exp().sum(-1).log()\n",
+            fixed="import torch\nlse = torch.logsumexp(x, -1)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch as t\nlse = t.log((a + b).exp().sum(dim=1, keepdim=True))\n",
+            fixed="import torch as t\nlse = t.logsumexp(a + b, dim=1, keepdim=True)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nlse = torch.sum(torch.exp(s / tau), 0).log() * tau\n",
+            fixed="import torch\nlse = torch.logsumexp(s / tau, 0) * tau\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nlse = torch.log(\n    torch.sum(\n        torch.exp(scores),\n        dim=-1,\n    )\n)\n",
+            fixed="import torch\nlse = torch.logsumexp(\n        scores,\n        dim=-1,\n    )\n",
+            safety=FixSafety.SAFE,
+        ),
+        # A sum over all elements: flagged, with no fix (logsumexp needs a dim).
+        Invalid("import torch\ntotal = torch.log(torch.exp(x).sum())\n"),
+        Invalid("import torch\ntotal = torch.log(torch.sum(torch.exp(x), -1, dtype=torch.float64))\n"),
+        Valid("import torch\nlse = torch.logsumexp(x, -1)\n"),
+        Valid("import torch\nlse = m + torch.log(torch.sum(torch.exp(x - m), dim=-1))\n"),
+        Valid("import torch\ntotal = torch.log(torch.sum(x, -1))\n"),
+        Valid("import numpy as np\nlse = np.log(np.sum(np.exp(x), axis=-1))\n"),
+    )

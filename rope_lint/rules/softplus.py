@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from rope_lint import logdomain
+from rope_lint.context import FileContext
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+
+class Softplus(Rule):
+    """
+    `log(1 + exp(x))` overflows; `softplus(x)` is the same function without the overflow.
+
+    ## What it does
+    Flags `log(1 + exp(x))`, `log(exp(x) + 1)` and `log1p(exp(x))`, in the function and the method spelling
+    and mixtures of them (`torch.log(1 + x.exp())`, `x.exp().log1p()`). `a + log(1 + exp(b - a))` is a
+    log-sum-exp merge, which RPL301 turns into `torch.logaddexp(a, b)`.
+
+    ## Why is this bad?
+    `exp(x)` is `inf` from `x` ≈ 88.7 in float32 (709.8 in float64), and so is the result, where the true value
+    is `x` itself. `log1p(exp(x))` is more accurate for very negative `x` but overflows just the same.
+    `torch.nn.functional.softplus` computes `log(1 + exp(x))` without forming `exp(x)` for large `x`.
+
+    ## Example
+    ```python
+    scale = torch.log(1 + torch.exp(raw_scale))
+    ```
+
+    ## Use instead
+    ```python
+    scale = torch.nn.functional.softplus(raw_scale)
+    ```
+
+    ## Fix safety
+    Safe: the same dtype and shape, and the same values where the original was finite (softplus returns `x`
+    itself above 20, which differs from `log(1 + exp(x))` by less than `exp(-20)`). The fix writes the function
+    through an existing import (`F.softplus`), and adds `import torch` only where the file has none.
+    """
+
+    code = "RPL304"
+    name = "softplus"
+    triggers = (b"log(", b"log1p(")
+    fixability = "safe"
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for call in [*logdomain.calls(ctx, "log"), *logdomain.calls(ctx, "log1p")]:
+            if logdomain.softplus_argument(ctx, call) is None or logdomain.shifted_merge(ctx, call) is not None:
+                continue
+            yield ctx.diagnostic(
+                Softplus,
+                call,
+                "`log(1 + exp(x))` overflows to inf from x ≈ 89 in float32; use `torch.nn.functional.softplus(x)`",
+                logdomain.fix(ctx, ("torch.nn.functional.softplus",)),
+            )
+
+    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+        import libcst as cst
+
+        from rope_lint import cst_edits
+
+        assert isinstance(node, cst.Call)
+        inner = cst_edits.unary_operand(node)
+        exp_call = cst_edits.besides_one(inner) if isinstance(inner, cst.BinaryOperation) else inner
+        assert isinstance(exp_call, cst.Call)
+        return cst_edits.function_call(fix.get("function"), cst_edits.unary_operand(exp_call))
+
+    examples = (
+        Invalid(
+            "import torch\nscale = torch.log(1 + torch.exp(raw_scale))\n",
+            fixed="import torch\nscale = torch.nn.functional.softplus(raw_scale)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\ny = torch.log1p(torch.exp(x))\n",
+            fixed="import torch\nimport torch.nn.functional as F\ny = F.softplus(x)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\ny = torch.log(1 + x.exp())\n",
+            fixed="import torch\ny = torch.nn.functional.softplus(x)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "from torch import nn\ny = (w.exp() + 1.0).log() * 2\n",
+            fixed="from torch import nn\ny = nn.functional.softplus(w) * 2\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\ny = (a - b).exp().log1p()\n",
+            fixed="import torch\ny = torch.nn.functional.softplus(a - b)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "from torch.nn.functional import softplus\nfrom torch import exp, log\ny = log(1 + exp(x))\n",
+            fixed="from torch.nn.functional import softplus\nfrom torch import exp, log\ny = softplus(x)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # No usable name for torch: the fix imports it, and does not write `log1p(exp(x))`, which still overflows.
+            "from torch import exp, log\n\n\ndef positive(x):\n    return log(1 + exp(x))\n",
+            fixed="from torch import exp, log\nimport torch\n\n\ndef positive(x):\n"
+            "    return torch.nn.functional.softplus(x)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Valid("import torch.nn.functional as F\ny = F.softplus(x)\n"),
+        Valid("import torch\ny = torch.log(2 + torch.exp(x))\n"),
+        Valid("import torch\ny = torch.log(1 + torch.exp(x) * w)\n"),
+        Valid("import torch\ny = torch.log(torch.exp(x) + 1e-6)\n"),
+        Valid("import torch\nm = a + torch.log1p(torch.exp(b - a))\n"),
+        Valid("import numpy as np\ny = np.log(1 + np.exp(x))\n"),
+    )
