@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from rope_lint.diagnostics import Fix
@@ -111,3 +113,17 @@ def negated(node: cst.BaseExpression) -> cst.BaseExpression:
 def function_call(function: str, *arguments: cst.BaseExpression) -> cst.Call:
     """`function(argument, ...)`, with `function` a dotted name such as `F.softplus`."""
     return cst.Call(func=cst.parse_expression(function), args=[cst.Arg(as_argument(value)) for value in arguments])
+
+
+def as_function_call(
+    call: cst.Call, function: str, method_spelling: bool, operand: Callable[[cst.BaseExpression], cst.BaseExpression]
+) -> cst.Call:
+    """`x.reduce(*rest)` (method spelling) or `reduce(x, *rest)` -> `function(operand(x), *rest)`."""
+    if method_spelling:
+        assert isinstance(call.func, cst.Attribute)
+        first = cst.Arg(call.func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        rest = list(call.args)
+    else:
+        first, rest = call.args[0], list(call.args[1:])
+    first = first.with_changes(value=as_argument(operand(first.value)))
+    return call.with_changes(func=cst.parse_expression(function), args=[first, *rest])

@@ -15,6 +15,7 @@ from rope_lint.rules import select_rules
 HAZARDS = REPO / "fixtures" / "hazards"
 FIXED = REPO / "fixtures" / "fixed"
 NAMES = sorted(path.name for path in HAZARDS.glob("*.py"))
+RUFF_SETTINGS = "[tool.ruff]\nline-length = 120\n"
 _EXPECT = re.compile(r"# expect: (RPL\d+(?:, RPL\d+)*)")
 
 
@@ -45,6 +46,8 @@ def test_hazard_fixture_flags_exactly_its_marked_lines(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_fix_turns_hazard_into_its_twin(name: str, tmp_path: Path) -> None:
+    # Rewritten regions are formatted with ruff and the settings of the project around the file: ours.
+    (tmp_path / "pyproject.toml").write_text(RUFF_SETTINGS)
     copy = tmp_path / name
     shutil.copy(HAZARDS / name, copy)
     rope_lint("fix", "--unsafe-fixes", str(copy))

@@ -82,13 +82,8 @@ class LogSoftmax(Rule):
         assert isinstance(node, cst.Call)
         softmax = cst_edits.unary_operand(node)
         assert isinstance(softmax, cst.Call)
-        function = cst.parse_expression(fix.get("function"))
-        if fix.get("softmax") == "function":
-            return softmax.with_changes(func=function)
-        assert isinstance(softmax.func, cst.Attribute)
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        operand = cst.Arg(cst_edits.as_argument(softmax.func.value), comma=comma)
-        return softmax.with_changes(func=function, args=[operand, *softmax.args])
+        method_spelling = fix.get("softmax") == "method"
+        return cst_edits.as_function_call(softmax, fix.get("function"), method_spelling, lambda operand: operand)
 
     examples = (
         Invalid(

@@ -77,18 +77,13 @@ class LogSumExp(Rule):
         assert isinstance(node, cst.Call)
         total = cst_edits.unary_operand(node)
         assert isinstance(total, cst.Call)
-        function = cst.parse_expression(fix.get("function"))
-        if fix.get("sum") == "function":
-            exp_call, first = total.args[0].value, total.args[0]
-            rest = total.args[1:]
-        else:
-            assert isinstance(total.func, cst.Attribute)
-            exp_call, first = total.func.value, cst.Arg(total.func.value)
-            first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            rest = total.args
-        assert isinstance(exp_call, cst.Call)
-        operand = first.with_changes(value=cst_edits.as_argument(cst_edits.unary_operand(exp_call)))
-        return total.with_changes(func=function, args=[operand, *rest])
+        method_spelling = fix.get("sum") == "method"
+
+        def exponent(exp_call: cst.BaseExpression) -> cst.BaseExpression:
+            assert isinstance(exp_call, cst.Call)
+            return cst_edits.unary_operand(exp_call)
+
+        return cst_edits.as_function_call(total, fix.get("function"), method_spelling, exponent)
 
     examples = (
         Invalid(
