@@ -10,13 +10,15 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext
 
+from codemods.rope_autocast import RopeAutocastCommand
 from codemods.rope_tables import RopeTablesCommand
 
 # The codemods that rule fixes name (`Fix.data` has ("codemod", NAME)), in the order they run.
-CODEMODS = {"rope_tables": RopeTablesCommand}
+CODEMODS = {"rope_tables": RopeTablesCommand, "rope_autocast": RopeAutocastCommand}
 
 
 def apply_codemods(module: cst.Module, names: list[str]) -> cst.Module:
-    for name in names:
-        module = CODEMODS[name](CodemodContext()).transform_module(module)
+    for name in sorted(names, key=list(CODEMODS).index):
+        # The command's own transform, without LibCST's metadata pass and deep copy, which it does not need.
+        module = CODEMODS[name](CodemodContext()).transform_module_impl(module)
     return module

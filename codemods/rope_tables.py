@@ -44,12 +44,12 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
     DESCRIPTION = "RoPE tables in float32 on the CPU, kept out of module.to(), cast late in forward."
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        rotary = _rotary_class_names(tree)
+        rotary = rotary_class_names(tree)
         tree = tree.visit(_TableStores())
         return tree.visit(_RotaryClassRewrite(rotary))
 
 
-def _rotary_class_names(module: cst.Module) -> set[str]:
+def rotary_class_names(module: cst.Module) -> set[str]:
     classes = [node for node in module.body if isinstance(node, cst.ClassDef)]
     names = {
         cls.name.value

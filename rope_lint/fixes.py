@@ -81,30 +81,84 @@ def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]
 
 
 def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
-    """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not parse."""
+    """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not parse.
+
+    LibCST is slow on large files, so only the top-level statements that hold a finding are parsed and edited, each
+    run of them on its own, and spliced back between the untouched lines. Every fix is local to its statement (a
+    codemod to its class), except an added import, which is placed in the whole file at the end.
+    """
+    lines = source.splitlines(keepends=True)
+    applied: list[Diagnostic] = []
+    pieces: list[str] = []
+    done = 0
+    for first, last in _statement_runs(source, diagnostics):
+        inside = [d for d in diagnostics if first <= d.start.line and d.end.line <= last]
+        pieces.append("".join(lines[done : first - 1]))
+        fixed, fixed_here = _fix_chunk("".join(lines[first - 1 : last]), inside, first - 1)
+        pieces.append(fixed)
+        applied += fixed_here
+        done = last
+    pieces.append("".join(lines[done:]))
+    text = "".join(pieces)
+    imports = {value for d in applied if d.fix is not None for key, value in d.fix.data if key == "import"}
+    if imports:
+        text = _with_imports(cst.parse_module(text), sorted(imports)).code
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError) as error:
+        raise UnsafeResultError(f"the fixed code would not parse ({error}); the file was left as it was") from None
+    return FixResult(text, applied)
+
+
+def _statement_runs(source: str, diagnostics: list[Diagnostic]) -> list[tuple[int, int]]:
+    """Line ranges (1-based, inclusive) of the runs of top-level statements that the findings touch, merged.
+
+    A finding outside every statement (there is none in practice) makes the run the whole file.
+    """
+    statements = []
+    for statement in ast.parse(source).body:
+        decorators = getattr(statement, "decorator_list", [])
+        first = min([statement.lineno, *(decorator.lineno for decorator in decorators)])
+        statements.append((first, statement.end_lineno or statement.lineno))
+    runs: list[tuple[int, int]] = []
+    for diagnostic in diagnostics:
+        touched = [(a, b) for a, b in statements if a <= diagnostic.end.line and diagnostic.start.line <= b]
+        if not touched:
+            return [(1, len(source.splitlines(keepends=True)))]
+        runs.append((touched[0][0], touched[-1][1]))
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(runs):
+        if merged and first <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> tuple[str, list[Diagnostic]]:
+    """Apply the findings' fixes to a run of top-level statements that starts after `line_offset` lines."""
     # Findings whose fix is a codemod over their whole class (the RPL2xx family) are fixed after the others.
     codemod_fixes = [d for d in diagnostics if d.fix is not None and dict(d.fix.data).get("codemod")]
     by_range: dict[Range, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
         if diagnostic in codemod_fixes:
             continue
-        key = ((diagnostic.start.line, diagnostic.start.column), (diagnostic.end.line, diagnostic.end.column))
+        key = (
+            (diagnostic.start.line - line_offset, diagnostic.start.column),
+            (diagnostic.end.line - line_offset, diagnostic.end.column),
+        )
         by_range.setdefault(key, []).append(diagnostic)
-    module = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
-    transformer = _FixTransformer(by_range)
-    fixed = module.visit(transformer)
-    imports = {value for d in transformer.applied if d.fix is not None for key, value in d.fix.data if key == "import"}
-    fixed = _with_imports(fixed, sorted(imports))
+    fixed = cst.parse_module(chunk)
+    applied: list[Diagnostic] = []
+    if by_range:
+        transformer = _FixTransformer(by_range)
+        fixed = MetadataWrapper(fixed, unsafe_skip_copy=True).visit(transformer)
+        applied += transformer.applied
     if codemod_fixes:
         from codemods import apply_codemods
 
         fixed = apply_codemods(fixed, sorted({dict(d.fix.data)["codemod"] for d in codemod_fixes if d.fix}))
-    text = fixed.code
-    try:
-        ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError) as error:
-        raise UnsafeResultError(f"the fixed code would not parse ({error}); the file was left as it was") from None
-    return FixResult(text, transformer.applied + codemod_fixes)
+    return fixed.code, applied + codemod_fixes
 
 
 def _with_imports(module: cst.Module, modules: list[str]) -> cst.Module:

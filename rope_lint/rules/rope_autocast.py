@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 from rope_lint import rotary
 from rope_lint.context import FileContext
-from rope_lint.diagnostics import Diagnostic
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.rule import Invalid, Rule, Valid
 
 _PRODUCTS = frozenset({"torch.matmul", "torch.outer", "torch.ger", "torch.einsum", "torch.bmm", "torch.mm"})
@@ -39,14 +39,15 @@ class RopeAutocast(Rule):
 
     ## Fix safety
     Safe: the product and the tables come out in float32, and `forward` casts them to the input dtype at the
-    end as before. rope-lint reports this rule without an automatic fix for now: the edit wraps statements
-    in a `with` block, and which statements belong in it is for a reviewer to decide.
+    end as before. The autocast codemod (`codemods/rope_autocast.py`) makes the edit: it wraps each run of
+    statements holding such a product in one autocast-off block and upcasts the product's operands.
     """
 
     code = "RPL204"
     name = "rope-autocast"
     triggers = (b"inv_freq",)
-    fixability = "none"
+    fixability = "safe"
+    rewrite = Fix(FixSafety.SAFE, (("codemod", "rope_autocast"),))
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         for cls in rotary.rotary_classes(ctx):
@@ -75,6 +76,7 @@ class RopeAutocast(Rule):
                         node,
                         "the RoPE frequency product runs in the autocast dtype; upcast its operands with `.float()` "
                         "and wrap it in `torch.autocast(..., enabled=False)`",
+                        self.rewrite,
                     )
 
     examples = (
@@ -82,16 +84,36 @@ class RopeAutocast(Rule):
             "import torch\n"
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
-            "        freqs = (self.inv_freq[None, :, None] @ position_ids[:, None, :]).transpose(1, 2)\n"
-            "        return freqs.cos(), freqs.sin()\n"
+            "        freqs = (self.inv_freq[None, :, None] @ position_ids[:, None, :]).mT\n"
+            "        return freqs.cos(), freqs.sin()\n",
+            fixed="import torch\n"
+            "class LlamaRotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, position_ids):\n"
+            "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
+            "            freqs = (self.inv_freq[None, :, None].float() @ position_ids[:, None, :].float()).mT\n"
+            "        return freqs.cos(), freqs.sin()\n",
+            safety=FixSafety.SAFE,
         ),
         Invalid(
             "import torch\n"
             "class RotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, seq_len):\n"
             "        t = torch.arange(seq_len, device=x.device)\n"
+            "        # the angles\n"
             "        freqs = torch.outer(t, self.inv_freq)\n"
-            "        return freqs.cos()\n"
+            "        emb = torch.einsum('i,j->ij', t, self.inv_freq)\n"
+            "        return freqs.cos(), emb\n",
+            fixed="import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, seq_len):\n"
+            "        t = torch.arange(seq_len, device=x.device)\n"
+            "        # the angles\n"
+            "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
+            "            freqs = torch.outer(t.float(), self.inv_freq.float())\n"
+            "            emb = torch.einsum('i,j->ij', t.float(), self.inv_freq.float())\n"
+            "        return freqs.cos(), emb\n",
+            safety=FixSafety.SAFE,
+            count=2,
         ),
         Valid(
             "import torch\n"
