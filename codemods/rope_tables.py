@@ -50,13 +50,15 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
 
 
 def rotary_class_names(module: cst.Module) -> set[str]:
+    """Classes named like `*Rotary*`/`*Rope*`, classes that name an `inv_freq` (a string or a `self.` attribute,
+    rewritten or not), and their subclasses in the module."""
     classes = [node for node in module.body if isinstance(node, cst.ClassDef)]
     names = {
         cls.name.value
         for cls in classes
         if _ROTARY_CLASS_NAME.search(cls.name.value)
-        or m.findall(cls, m.SimpleString(value=m.MatchRegex(r".*inv_freq")))
-        or m.findall(cls, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchRegex(r".*inv_freq"))))
+        or m.findall(cls, m.SimpleString(value=m.MatchRegex(r".*inv_freq.*")))
+        or m.findall(cls, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchRegex(r".*inv_freq.*"))))
     }
     for cls in classes:  # the scaling variants subclass a rotary class of the same file
         if any(isinstance(base.value, cst.Name) and base.value.value in names for base in cls.bases):
