@@ -28,7 +28,10 @@ def fixed_copy(site: Path, destination: Path, *relative: str) -> Path:
     (destination / "pyproject.toml").write_text(TRANSFORMERS_RUFF)
     paths = [str(destination / "transformers" / path) for path in relative]
     result = rope_lint("fix", "--unsafe-fixes", "--select", "RPL1,RPL2", *paths)
-    assert result.returncode in (0, 1), result.stdout[-3000:] + result.stderr[-3000:]
+    # Exit 2 may only mean a copy group that the fix made diverge (RPL904, reported for the maintainer to settle),
+    # never a file that could not be read, parsed or fixed.
+    assert result.returncode in (0, 1, 2), result.stdout[-3000:] + result.stderr[-3000:]
+    assert not re.search(r"RPL90[123]", result.stdout), result.stdout[-3000:]
     assert "Traceback" not in result.stderr
     return destination
 
