@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
+import traceback
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -29,14 +31,21 @@ _PARALLEL_THRESHOLD = 48
 class Settings:
     """What the rules need to know of a run, resolved from config and flags."""
 
-    def __init__(self, rules: list[Rule], root: Path, per_file_ignores: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        rules: list[Rule],
+        root: Path,
+        per_file_ignores: dict[str, list[str]] | None = None,
+        verbose: bool = False,
+    ) -> None:
         self.rules = rules
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
+        self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding
 
     @classmethod
-    def from_config(cls, config: Config, rules: list[Rule]) -> Settings:
-        return cls(rules=rules, root=config.root, per_file_ignores=config.per_file_ignores)
+    def from_config(cls, config: Config, rules: list[Rule], verbose: bool = False) -> Settings:
+        return cls(rules=rules, root=config.root, per_file_ignores=config.per_file_ignores, verbose=verbose)
 
     def ignored_codes(self, path: Path) -> list[str]:
         codes: list[str] = []
@@ -59,7 +68,10 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
         return [_error(path, SYNTAX_ERROR, "expression too deeply nested to parse", 1, 0)]
     except ValueError as error:  # null bytes, on Pythons that raise ValueError for them
         return [_error(path, SYNTAX_ERROR, f"cannot parse: {error}", 1, 0)]
-    ctx = FileContext(path, source, tree, triggers)
+    try:
+        ctx = FileContext(path, source, tree, triggers)
+    except RecursionError:  # a 50,000-deep attribute chain parses, but is too deep to index
+        return [_error(path, SYNTAX_ERROR, "expression too deeply nested to analyse", 1, 0)]
     ignored = settings.ignored_codes(Path(path))
     found: list[Diagnostic] = []
     for rule in settings.rules:
@@ -68,6 +80,8 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
         try:
             found.extend(rule.check(ctx))
         except (RecursionError, MemoryError, Exception) as error:  # one rule's bug must not stop the run
+            if settings.verbose:
+                traceback.print_exc(file=sys.stderr)
             found.append(
                 _error(path, INTERNAL_ERROR, f"rule {rule.code} failed: {type(error).__name__}: {error}", 1, 0)
             )
@@ -80,6 +94,9 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
 def read(path: Path) -> SourceFile | Diagnostic:
     """The file, or the finding that says why it cannot be read."""
     try:
+        if path.is_dir():  # a folder the walk could not list: say why
+            os.scandir(path).close()
+            return _error(str(path), READ_ERROR, "cannot read folder", 1, 0)
         return SourceFile.read(path)
     except OSError as error:
         return _error(str(path), READ_ERROR, f"cannot read: {error.strerror or error}", 1, 0)

@@ -50,7 +50,12 @@ def discover(paths: Iterable[str], excluded: Excludes) -> Iterator[Path]:
 
 
 def _walk(folder: Path, excluded: Excludes) -> Iterator[Path]:
-    for root, folders, files in os.walk(folder):
+    unreadable: list[OSError] = []
+    for root, folders, files in os.walk(folder, onerror=unreadable.append):
+        # A folder that cannot be listed is yielded itself, so that reading it reports why (engine.read).
+        while unreadable:
+            failed = unreadable.pop()
+            yield Path(failed.filename or root)
         here = Path(root)
         folders[:] = sorted(
             name
@@ -63,6 +68,9 @@ def _walk(folder: Path, excluded: Excludes) -> Iterator[Path]:
         for name in sorted(files):
             if name.endswith((".py", ".pyi")) and not excluded(here / name):
                 yield here / name
+    while unreadable:
+        failed = unreadable.pop()
+        yield Path(failed.filename or folder)
 
 
 class SourceFile(NamedTuple):

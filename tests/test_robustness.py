@@ -1,0 +1,264 @@
+"""Never lose a user's code (DESIGN §7): bad input becomes a one-line finding and the run goes on; a fix is
+all or nothing per file; nothing that is read is run."""
+
+from __future__ import annotations
+
+import ast
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import REPO, rope_lint, unpacked_wheel
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rope_lint import fixes
+from rope_lint.engine import Settings, check_paths, check_source
+from rope_lint.fixes import apply_fixes, fixable
+from rope_lint.rules import select_rules
+
+HAZARD = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"
+FIXED = "import torch\nt = torch.arange(4096, dtype=torch.int64).float()\n"
+
+
+def one_line_per_finding(output: str) -> None:
+    assert "Traceback" not in output
+    for line in output.splitlines()[:-1]:
+        assert line.count(": RPL") == 1, line
+
+
+@pytest.fixture
+def bad_inputs(tmp_path: Path) -> Path:
+    (tmp_path / "good.py").write_text(HAZARD)
+    (tmp_path / "syntax.py").write_text("import torch\ndef f(:\n    torch.arange(3)\n")
+    (tmp_path / "undecodable.py").write_bytes(b"x = '\xff\xfe arange'\n")
+    (tmp_path / "binary.py").write_bytes(b"\x00\x01arange\x00\xff" * 100)
+    (tmp_path / "empty.py").write_text("")
+    (tmp_path / "nested.py").write_text("import torch\nx = " + "-" * 50_000 + "torch.arange(3)\n")
+    (tmp_path / "parens.py").write_text("import torch\nx = " + "(" * 50_000 + "torch.arange(3)" + ")" * 50_000 + "\n")
+    (tmp_path / "chain.py").write_text("import torch\nx = torch.arange(3)" + ".t" * 50_000 + "\n")
+    (tmp_path / "long.py").write_text("import torch\n" + "y = 1\n" * 100_000 + HAZARD.split("\n")[1] + "\n")
+    (tmp_path / "large.py").write_text("import torch\n" + ("# " + "x" * 98 + "\n") * 50_000 + HAZARD.split("\n")[1])
+    (tmp_path / "loop_a.py").symlink_to(tmp_path / "loop_b.py")
+    (tmp_path / "loop_b.py").symlink_to(tmp_path / "loop_a.py")
+    return tmp_path
+
+
+def test_bad_inputs_become_findings_and_every_other_file_is_checked(bad_inputs: Path) -> None:
+    result = rope_lint("check", ".", cwd=bad_inputs)
+    assert result.returncode == 2
+    one_line_per_finding(result.stdout)
+    found = {line.split(":")[0]: line for line in result.stdout.splitlines()[:-1]}
+    assert "RPL101" in found["good.py"] and "RPL101" in found["long.py"] and "RPL101" in found["large.py"]
+    assert "RPL902 syntax error" in found["syntax.py"]
+    assert "RPL901 cannot decode" in found["undecodable.py"] and "RPL901 cannot decode" in found["binary.py"]
+    for deep in ("nested.py", "parens.py", "chain.py"):
+        assert "RPL902" in found[deep], found[deep]
+    assert "RPL901 cannot read: Too many levels of symbolic links" in found["loop_a.py"]
+    assert "empty.py" not in found
+    assert os.path.getsize(bad_inputs / "large.py") > 5_000_000
+
+
+def test_fix_of_bad_inputs_fixes_the_rest_and_damages_nothing(bad_inputs: Path) -> None:
+    before = {p.name: p.read_bytes() for p in bad_inputs.iterdir() if not p.is_symlink()}
+    result = rope_lint("fix", ".", cwd=bad_inputs)
+    assert result.returncode == 2
+    one_line_per_finding(result.stdout)
+    assert (bad_inputs / "good.py").read_text() == FIXED
+    for name, data in before.items():
+        if name not in ("good.py", "long.py", "large.py"):
+            assert (bad_inputs / name).read_bytes() == data, name
+
+
+def test_an_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As root, chmod does not stop reading: make the listing fail the way it does for other users.
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "good.py").write_text(HAZARD)
+    real_scandir = os.scandir
+
+    def scandir(path: object = ".") -> object:
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    from rope_lint.files import Excludes, discover
+
+    found = check_paths(
+        discover([str(tmp_path)], Excludes([], tmp_path)), Settings(select_rules(["ALL"], []), tmp_path)
+    )
+    assert {(Path(d.path).name, d.code) for d in found} == {("good.py", "RPL101"), ("locked", "RPL901")}
+    assert "Permission denied" in next(d.message for d in found if d.code == "RPL901")
+
+
+def test_a_file_deleted_during_the_run_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text(HAZARD)
+    gone = tmp_path / "gone.py"
+    found = check_paths([tmp_path / "good.py", gone], Settings(select_rules(["ALL"], []), tmp_path))
+    assert [(Path(d.path).name, d.code) for d in found] == [("good.py", "RPL101"), ("gone.py", "RPL901")]
+
+
+@pytest.mark.parametrize(
+    ("original", "expected"),
+    [
+        (b"# -*- coding: latin-1 -*-\nimport torch\n# caf\xe9\nt = torch.arange(8, dtype=torch.float32)\n", None),
+        (b"\xef\xbb\xbfimport torch\r\nt = torch.arange(8, dtype=torch.float32)\r\n", None),
+        (b"import torch\r\nx = 1\nt = torch.arange(8, dtype=torch.float32)\r\ny = 2\n", None),
+        (b"import torch\nif True:\n\tt = torch.arange(8, dtype=torch.float32)\n", None),
+    ],
+    ids=["latin-1 cookie", "BOM and CRLF", "mixed line endings", "tabs"],
+)
+def test_fix_keeps_bytes_outside_the_edit(tmp_path: Path, original: bytes, expected: bytes | None) -> None:
+    path = tmp_path / "model.py"
+    path.write_bytes(original)
+    path.chmod(0o640)
+    assert rope_lint("fix", str(path)).returncode == 0
+    assert path.read_bytes() == original.replace(b"torch.float32)", b"torch.int64).float()")
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_fix_that_would_not_parse_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import libcst as cst
+
+    from rope_lint.rules.float_arange import FloatArange
+
+    monkeypatch.setattr(FloatArange, "fix", lambda self, node, fix: cst.Name("await"))
+    path = tmp_path / "model.py"
+    path.write_text(HAZARD)
+    outcome = fixes.fix_file(path, Settings([FloatArange()], tmp_path), unsafe=False, diff_only=False)
+    assert outcome.error and "would not parse" in outcome.error
+    assert path.read_text() == HAZARD
+    assert list(tmp_path.iterdir()) == [path], "no temporary file is left behind"
+
+
+def test_a_file_changed_since_it_was_read_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "model.py"
+    path.write_text(HAZARD)
+    real_apply = fixes.apply_fixes
+
+    def apply_while_someone_edits(source: str, diagnostics: list) -> fixes.FixResult:
+        path.write_text(HAZARD + "# edited meanwhile\n")
+        return real_apply(source, diagnostics)
+
+    monkeypatch.setattr(fixes, "apply_fixes", apply_while_someone_edits)
+    outcome = fixes.fix_file(path, Settings(select_rules(["ALL"], []), tmp_path), unsafe=False, diff_only=False)
+    assert outcome.error and "changed on disk" in outcome.error
+    assert path.read_text() == HAZARD + "# edited meanwhile\n"
+
+
+def test_a_failing_rule_is_reported_with_its_code_and_the_rest_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rope_lint.rules.default_dtype_division import DefaultDtypeDivision
+
+    def broken(self: object, ctx: object) -> list:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(DefaultDtypeDivision, "check", broken)
+    found = check_source("model.py", HAZARD, Settings(select_rules(["ALL"], []), tmp_path))
+    assert {(d.code, d.message) for d in found} >= {("RPL903", "rule RPL103 failed: ValueError: boom")}
+    assert any(d.code == "RPL101" for d in found)
+
+
+def test_check_and_fix_never_run_the_code_they_read(tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+    (tmp_path / "trap.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('imported')\n" + HAZARD
+    )
+    (tmp_path / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    assert rope_lint("check", str(tmp_path)).returncode == 1
+    assert rope_lint("fix", "--unsafe-fixes", str(tmp_path)).returncode == 0
+    assert not marker.exists()
+
+
+def test_killing_a_fix_leaves_every_file_old_or_new(tmp_path: Path) -> None:
+    """A fix run over the transformers corpus, killed at random moments: each file compiles and is the old or the
+    new version, never half of one."""
+    models = unpacked_wheel("transformers", "4.37.2") / "transformers" / "models"
+    settings_all = Settings(select_rules(["RPL1", "RPL2"], []), models)
+    # The files with findings: the ones a fix writes.
+    touched = sorted({Path(d.path) for d in check_paths(sorted(models.rglob("modeling_*.py")), settings_all)})
+    old = {path.relative_to(models): path.read_bytes() for path in touched}
+    reference = tmp_path / "reference"
+    for relative, data in old.items():
+        (reference / relative).parent.mkdir(parents=True, exist_ok=True)
+        (reference / relative).write_bytes(data)
+    rope_lint("fix", "--unsafe-fixes", "--select", "RPL1,RPL2", str(reference))
+    new = {relative: (reference / relative).read_bytes() for relative in old}
+    assert sum(new[r] != old[r] for r in old) > 20
+    rng = random.Random(0)
+    for attempt in range(3):
+        victim = tmp_path / f"run{attempt}"
+        shutil.copytree(reference, victim, ignore=shutil.ignore_patterns("*"))
+        for relative, data in old.items():
+            (victim / relative).parent.mkdir(parents=True, exist_ok=True)
+            (victim / relative).write_bytes(data)
+        command = [sys.executable, "-m", "rope_lint", "fix", "--unsafe-fixes", "--select", "RPL1,RPL2", str(victim)]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+        time.sleep(rng.uniform(0.5, 4.0))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        for relative in old:
+            data = (victim / relative).read_bytes()
+            assert data in (old[relative], new[relative]), f"run {attempt}: {relative} is neither old nor new"
+            compile(data, str(relative), "exec")
+        leftovers = [p for p in victim.rglob("*") if p.is_file() and Path(p.relative_to(victim)) not in old]
+        assert all(p.name.endswith(".rope-lint") for p in leftovers)  # at most an unrenamed temporary file
+
+
+# Generated programs: hazard snippets mixed with arbitrary code (DESIGN §7's properties).
+SNIPPETS = [
+    "t = torch.arange(n, dtype=torch.float32)",
+    "u = torch.arange(0.0, d, 2.0)",
+    "inv = 1.0 / (10000 ** (torch.arange(0, d, 2) / d))",
+    "lse = torch.log(torch.exp(a) + torch.exp(b))",
+    "s = torch.log(1 + torch.exp(x))",
+    "e = torch.exp(x) - 1",
+    "q = torch.log(x + 1e-8)",
+    "r = torch.arange(0, 1, 0.1)",
+    "k = torch.arange(n, dtype=torch.int64).float()",
+]
+FILLER = st.sampled_from(
+    ["x = 1", "y = [i for i in range(3)]", "# a comment with torch.arange(3) in it", "z = 'torch.exp(x) - 1'", "pass"]
+)
+ASSIGNMENT = st.from_regex(r"w[a-z]{0,6} = [1-9][0-9]{0,2}", fullmatch=True)
+STATEMENT = st.one_of(st.sampled_from(SNIPPETS), FILLER, ASSIGNMENT)
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> str:
+    body = [*draw(st.lists(STATEMENT, min_size=1, max_size=12)), "pass"]  # a block is never only comments
+    wrap = draw(st.sampled_from(["module", "function", "class"]))
+    if wrap == "function":
+        body = ["def f(n, d, a, b, x):", *(f"    {line}" for line in body)]
+    elif wrap == "class":
+        body = ["class M:", "    def forward(self, n, d, a, b, x):", *(f"        {line}" for line in body)]
+    return "import torch\n" + "\n".join(body) + "\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_fix_parses_is_idempotent_and_changes_only_reported_ranges(program: str) -> None:
+    settings_all = Settings(select_rules(["RPL1", "RPL3"], []), Path("."))
+    found = check_source("generated.py", program, settings_all)
+    fixed = apply_fixes(program, fixable(found, unsafe=True)).text
+    ast.parse(fixed)
+    assert apply_fixes(fixed, fixable(check_source("generated.py", fixed, settings_all), unsafe=True)).text == fixed
+    flagged = {line for d in found for line in range(d.start.line, d.end.line + 1)}
+    old_lines, new_lines = program.splitlines(), fixed.splitlines()
+    assert len(old_lines) == len(new_lines)  # these fixes rewrite expressions, never add lines
+    for number, (old, new) in enumerate(zip(old_lines, new_lines, strict=True), start=1):
+        assert old == new or number in flagged, f"line {number} changed without a finding"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("torch.arange(exp)log 1+-*/=:\n\t#'\"0.5x_[]")), max_size=200))
+def test_check_never_crashes(text: str) -> None:
+    for finding in check_source("noise.py", "import torch\n" + text, Settings(select_rules(["ALL"], []), Path("."))):
+        assert finding.code != "RPL903", finding.message
