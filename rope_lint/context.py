@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -30,11 +32,10 @@ class FileContext:
         self._method_calls: dict[str, list[ast.Call]] = defaultdict(list)
         # Lines that mention a trigger or an import: only the statements around them are indexed, which keeps a
         # large file with a few candidates nearly as cheap as parsing it.
-        self._marked_lines = [
-            number
-            for number, line in enumerate(self.lines, start=1)
-            if "import" in line or any(trigger in line for trigger in triggers)
-        ]
+        self._line_starts = [0]
+        for line in source.splitlines(keepends=True):
+            self._line_starts.append(self._line_starts[-1] + len(line))
+        self._marked_lines = self.lines_with((*triggers, "import"))
         self._index_statements(tree.body, tree)
         self._calls_by_name: dict[str, list[ast.Call]] = defaultdict(list)
         for call in self._calls:
@@ -111,12 +112,22 @@ class FileContext:
         return self._method_calls.get(attribute, [])
 
     # Structure
+    def lines_with(self, needles: tuple[str, ...]) -> list[int]:
+        """The numbers of the lines that contain any of `needles`, in order: one regex scan of the source."""
+        numbers: list[int] = []
+        for match in _needle_pattern(needles).finditer(self.source):
+            number = bisect.bisect_right(self._line_starts, match.start())
+            if not numbers or numbers[-1] != number:
+                numbers.append(number)
+        return numbers
+
     def statements_with(self, needles: tuple[str, ...]) -> list[ast.stmt]:
         """The top-level statements whose text contains any of `needles`: where a rule's search can start."""
+        lines = self.lines_with(needles)
         found = []
         for statement in self.tree.body:
-            text = self.lines[statement.lineno - 1 : statement.end_lineno]
-            if any(needle in line for line in text for needle in needles):
+            first = bisect.bisect_left(lines, statement.lineno)
+            if first < len(lines) and lines[first] <= (statement.end_lineno or statement.lineno):
                 found.append(statement)
         return found
 
@@ -157,3 +168,8 @@ class FileContext:
             end=self.position(node.end_lineno or node.lineno, node.end_col_offset or node.col_offset),
             fix=fix,
         )
+
+
+@functools.cache
+def _needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, needles)))

@@ -16,8 +16,9 @@ from rope_lint.context import FileContext, FunctionNode
 _ROTARY_CLASS_NAME = re.compile(r"Rotary|Rope|RoPE")
 _TABLE_NAME = re.compile(r"inv_freq|(cos|sin)_?cache|cached_(cos|sin)|(cos|sin)_table")
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16"})
-# Text that every table name contains one of: statements without any cannot store a table.
-TABLE_NEEDLES = ("inv_freq", "cos", "sin")
+# Text that every table name contains one of (see _TABLE_NAME): files and statements without any hold no table.
+TABLE_NEEDLES = ("inv_freq", "cos_cache", "sin_cache", "coscache", "sincache", "cached_cos", "cached_sin", "_table")
+TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
 
 
 class TableStore(NamedTuple):

@@ -39,7 +39,7 @@ class LowPrecisionRopeCache(Rule):
 
     code = "RPL201"
     name = "low-precision-rope-cache"
-    triggers = (b"inv_freq", b"_cached", b"cos")
+    triggers = rotary.TABLE_TRIGGERS
     fixability = "unsafe"
     rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
 

@@ -42,7 +42,7 @@ class RopeBufferDowncast(Rule):
 
     code = "RPL202"
     name = "rope-buffer-downcast"
-    triggers = (b"inv_freq", b"_cached")
+    triggers = rotary.TABLE_TRIGGERS
     fixability = "unsafe"
     rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
 
