@@ -1,13 +1,14 @@
-"""The `rope-lint` command: check, fix, rules, rule, probe."""
+"""The `rope-lint` command: check, fix, baseline, rules, rule, probe."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from rope_lint import __version__
+from rope_lint import __version__, progress
 from rope_lint.config import Config, ConfigError, load
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import Settings, check_paths, map_files
@@ -19,8 +20,8 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(argv[0] if argv else None).parse_args(argv)
     try:
         return args.handler(args)
     except (ConfigError, UnknownCodeError) as error:
@@ -33,37 +34,57 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CLEAN
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser. When the command is known, only its subparser is built: building all of them costs
+    more than checking a file does."""
     parser = argparse.ArgumentParser(
         prog="rope-lint", description="Find and fix numerical-precision hazards in PyTorch model code."
     )
     parser.add_argument("--version", action="version", version=f"rope-lint {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, build) in _COMMANDS.items():
+        if command not in _COMMANDS or command == name:
+            build(commands.add_parser(name, help=help_text))
+    return parser
 
-    check = commands.add_parser("check", help="report findings")
+
+def _check_arguments(check: argparse.ArgumentParser) -> None:
     _add_selection_arguments(check)
     check.add_argument("--output-format", choices=FORMATS, default="text")
+    check.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
+    check.add_argument("--baseline", type=Path, metavar="FILE", help="leave out the findings this baseline holds")
+    check.add_argument("--diff-base", metavar="REF", help="report only findings on lines changed since a git ref")
+    check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(handler=_check)
 
-    fix = commands.add_parser("fix", help="apply fixes in place")
+
+def _baseline_arguments(baseline: argparse.ArgumentParser) -> None:
+    _add_selection_arguments(baseline)
+    baseline.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    baseline.add_argument("--quiet", action="store_true", help="no progress bar")
+    baseline.set_defaults(handler=_baseline)
+
+
+def _fix_arguments(fix: argparse.ArgumentParser) -> None:
     _add_selection_arguments(fix)
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that may change a dtype")
     fix.add_argument("--diff", action="store_true", help="print a unified diff instead of writing")
+    fix.add_argument(
+        "--statistics", action="store_true", help="also print the findings fixed per code, files changed, copy groups"
+    )
     fix.set_defaults(handler=_fix)
 
-    rules = commands.add_parser("rules", help="list the rules")
-    rules.set_defaults(handler=_rules)
 
-    rule = commands.add_parser("rule", help="explain a rule")
+def _rule_arguments(rule: argparse.ArgumentParser) -> None:
     rule.add_argument("code", metavar="CODE")
     rule.set_defaults(handler=_rule)
 
-    probe = commands.add_parser("probe", help="measure rotary embeddings at runtime (needs torch)")
+
+def _probe_arguments(probe: argparse.ArgumentParser) -> None:
     from rope_lint.probe.cli import add_arguments, run
 
     add_arguments(probe)
     probe.set_defaults(handler=run)
-    return parser
 
 
 def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +92,7 @@ def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--select", type=_codes, help="codes or prefixes to enable (comma-separated); default ALL")
     parser.add_argument("--ignore", type=_codes, help="codes or prefixes to disable (comma-separated)")
     parser.add_argument("--exclude", type=_codes, help="glob patterns of paths to skip (comma-separated)")
+    parser.add_argument("--verbose", action="store_true", help="print the traceback of a rule that fails")
 
 
 def _codes(value: str) -> list[str]:
@@ -83,7 +105,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, Settings, list[Path]]:
     for key in ("select", "ignore", "exclude"):
         if getattr(args, key) is not None:
             setattr(config, key, getattr(args, key))
-    settings = Settings.from_config(config, select_rules(config.select, config.ignore))
+    settings = Settings.from_config(config, select_rules(config.select, config.ignore), verbose=args.verbose)
     files = list(discover(args.paths, Excludes(config.exclude, config.root)))
     return config, settings, files
 
@@ -101,17 +123,59 @@ def _exit_code(diagnostics: list[Diagnostic]) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     config, settings, files = _resolve(args)
-    diagnostics = _reported(check_paths(files, settings), config)
-    sys.stdout.write(renderer(args.output_format)(diagnostics))
-    if args.output_format == "text":
+    diagnostics = _reported(progress.run(files, partial(check_paths, settings=settings), args.quiet), config)
+    # Imported only when asked for: a plain check (a pre-commit run) pays for neither.
+    if args.baseline is not None:
+        from rope_lint.baseline import BaselineError, new_findings
+
+        try:
+            diagnostics = new_findings(diagnostics, args.baseline)
+        except BaselineError as error:
+            print(f"rope-lint: error: {error}", file=sys.stderr)
+            return EXIT_ERROR
+    if args.diff_base is not None:
+        from rope_lint.gitdiff import GitDiffError, on_changed_lines
+
+        try:
+            diagnostics = on_changed_lines(diagnostics, args.diff_base, _folder(args.paths[0]))
+        except GitDiffError as error:
+            print(f"rope-lint: error: {error}", file=sys.stderr)
+            return EXIT_ERROR
+    # A finding in a generated file also names the modular source (or parent model) it comes from (DESIGN §5).
+    from rope_lint.generated import annotated
+
+    diagnostics = annotated(diagnostics)
+    sys.stdout.write(renderer("statistics" if args.statistics else args.output_format)(diagnostics))
+    if args.output_format == "text" and not args.statistics:
         print(text.summary(diagnostics))
     return _exit_code(diagnostics)
 
 
+def _folder(path: str) -> Path:
+    return Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from rope_lint import baseline
+
+    config, settings, files = _resolve(args)
+    diagnostics = _reported(progress.run(files, partial(check_paths, settings=settings), args.quiet), config)
+    count = baseline.write(args.output, diagnostics)
+    print(f"Wrote {count} finding{'s' * (count != 1)} to {args.output}.", file=sys.stderr)
+    # Findings about the run itself are never baselined: show them, and say so through the exit code.
+    errors = [d for d in diagnostics if d.code in ERROR_CODES]
+    sys.stdout.write(text.render(errors))
+    return EXIT_ERROR if errors else EXIT_CLEAN
+
+
 def _fix(args: argparse.Namespace) -> int:
+    from rope_lint import generated
+    from rope_lint.copies import diverged_by_fix
     from rope_lint.fixes import fix_file
 
     config, settings, files = _resolve(args)
+    # A generated file's fix only lasts if its modular source, or the parent it inherits from, gets it too (DESIGN §5).
+    files = generated.with_origins(files, settings)
     outcomes = map_files(partial(fix_file, settings=settings, unsafe=args.unsafe_fixes, diff_only=args.diff), files)
     remaining: list[Diagnostic] = []
     for outcome in outcomes:
@@ -119,11 +183,17 @@ def _fix(args: argparse.Namespace) -> int:
         if outcome.error:
             print(f"rope-lint: {outcome.path}: {outcome.error}", file=sys.stderr)
         remaining.extend(outcome.remaining)
-    fixed_count = sum(len(outcome.fixed) for outcome in outcomes)
-    remaining = _reported(sorted(remaining, key=lambda d: d.sort_key), config)
+    originals = {Path(o.path): o.original for o in outcomes if o.original is not None}
+    groups, diverged = diverged_by_fix(originals) if originals else (0, [])
+    fixed = [d for outcome in outcomes for d in outcome.fixed]
+    remaining = _reported(generated.annotated(sorted([*remaining, *diverged], key=lambda d: d.sort_key)), config)
     sys.stdout.write(text.render(remaining))
+    if args.statistics:
+        sys.stdout.write(renderer("statistics")(fixed))
+        changed = len(originals)
+        print(f"{changed} file{'s' * (changed != 1)} changed, {groups} copy group{'s' * (groups != 1)} checked.")
     verb = "Would fix" if args.diff else "Fixed"
-    print(f"{verb} {fixed_count} finding{'s' * (fixed_count != 1)}, {len(remaining)} remaining.")
+    print(f"{verb} {len(fixed)} finding{'s' * (len(fixed) != 1)}, {len(remaining)} remaining.")
     return _exit_code(remaining)
 
 
@@ -142,3 +212,13 @@ def _rule(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print(rule.documentation())
     return EXIT_CLEAN
+
+
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "check": ("report findings", _check_arguments),
+    "baseline": ("write the current findings to a baseline file", _baseline_arguments),
+    "fix": ("apply fixes in place", _fix_arguments),
+    "rules": ("list the rules", lambda rules: rules.set_defaults(handler=_rules)),
+    "rule": ("explain a rule", _rule_arguments),
+    "probe": ("measure rotary embeddings at runtime (needs torch)", _probe_arguments),
+}

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -81,6 +80,8 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
             found.extend(rule.check(ctx))
         except (RecursionError, MemoryError, Exception) as error:  # one rule's bug must not stop the run
             if settings.verbose:
+                import traceback
+
                 traceback.print_exc(file=sys.stderr)
             found.append(
                 _error(path, INTERNAL_ERROR, f"rule {rule.code} failed: {type(error).__name__}: {error}", 1, 0)

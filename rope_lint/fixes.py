@@ -21,6 +21,7 @@ from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.engine import Settings, check_source, read
 from rope_lint.files import SourceFile
 from rope_lint.formatting import formatted_like_original
+from rope_lint.ruff_check import imports_tidied
 from rope_lint.rules import RULES_BY_CODE
 
 Range = tuple[tuple[int, int], tuple[int, int]]
@@ -45,6 +46,7 @@ class FileFixOutcome:
     remaining: list[Diagnostic] = field(default_factory=list)
     diff: str = ""
     error: str | None = None
+    original: str | None = None  # the text before the fix, when the fix rewrote the file (for the copy check)
 
 
 def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> FileFixOutcome:
@@ -58,11 +60,13 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> F
         return FileFixOutcome(str(path), remaining=found)
     try:
         result = apply_fixes(source.text, chosen)
-        result.text = formatted_like_original(path, source.text, result.text)
+        result.text = imports_tidied(path, source.text, formatted_like_original(path, source.text, result.text))
         if not diff_only:
             write_atomically(source, result.text)
     except (UnsafeResultError, OSError) as error:
         return FileFixOutcome(str(path), remaining=found, error=str(error))
+    except Exception as error:  # a rule's fix that fails is that file's problem, not the run's; nothing was written
+        return FileFixOutcome(str(path), remaining=found, error=f"a fix failed, file left as it was: {error!r}")
     diff = ""
     if diff_only:
         diff = "".join(
@@ -73,7 +77,9 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> F
                 tofile=f"b/{path}",
             )
         )
-    return FileFixOutcome(str(path), result.applied, check_source(str(path), result.text, settings), diff)
+    remaining = check_source(str(path), result.text, settings)
+    original = source.text if result.text != source.text and not diff_only else None
+    return FileFixOutcome(str(path), result.applied, remaining, diff, original=original)
 
 
 def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]:

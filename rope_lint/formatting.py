@@ -45,8 +45,10 @@ def formatted_like_original(path: Path, original: str, fixed: str) -> str:
 
 
 def _format_range(ruff: list[str], path: Path, text: str, first_line: int, last_line: int) -> str | None:
-    # --stdin-filename makes ruff find the project's pyproject.toml / ruff.toml from the file's own folder.
-    command = [*ruff, "format", "--quiet", "--range", f"{first_line}-{last_line}", "--stdin-filename", str(path), "-"]
+    # --stdin-filename makes ruff find the project's pyproject.toml / ruff.toml from the file's own folder. A range
+    # `A-B` ends at the start of line B, so the end is the line after the last: `A-A` would format nothing.
+    lines = f"{first_line}-{last_line + 1}"
+    command = [*ruff, "format", "--quiet", "--range", lines, "--stdin-filename", str(path), "-"]
     try:
         result = subprocess.run(command, input=text, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):

@@ -262,3 +262,24 @@ def test_fix_parses_is_idempotent_and_changes_only_reported_ranges(program: str)
 def test_check_never_crashes(text: str) -> None:
     for finding in check_source("noise.py", "import torch\n" + text, Settings(select_rules(["ALL"], []), Path("."))):
         assert finding.code != "RPL903", finding.message
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_traceback_reaches_the_user_only_with_verbose(tmp_path: Path, verbose: bool) -> None:
+    (tmp_path / "model.py").write_text(HAZARD)
+    code = (
+        "import sys\n"
+        "from rope_lint.rules.float_arange import FloatArange\n"
+        "def broken(self, ctx):\n"
+        "    raise ValueError('boom')\n"
+        "FloatArange.check = broken\n"
+        "from rope_lint.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    flags = ["--verbose"] if verbose else []
+    result = subprocess.run(
+        [sys.executable, "-c", code, "check", *flags, str(tmp_path)], capture_output=True, text=True, cwd=REPO
+    )
+    assert result.returncode == 2
+    assert "RPL903 rule RPL101 failed: ValueError: boom" in result.stdout
+    assert ("Traceback" in result.stderr) is verbose

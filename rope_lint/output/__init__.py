@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from rope_lint.diagnostics import Diagnostic
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "concise", "json", "sarif", "github")
 
 
 def renderer(output_format: str) -> Callable[[list[Diagnostic]], str]:

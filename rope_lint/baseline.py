@@ -1,0 +1,93 @@
+"""Gate on new code only: a baseline file of known findings, and leaving those out of a later run.
+
+A finding is known by its path, its code and its snippet (the source text of its range, whitespace collapsed),
+never by its line: code added or removed above a finding moves it without making it new. Matching counts: two
+identical findings in a file with one in the baseline leave one reported. Paths are stored relative to the
+baseline's folder, so the file works from any working directory. Findings about the run itself (RPL9xx) are
+never baselined: a file that cannot be read or parsed must always be seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+from rope_lint.diagnostics import ERROR_CODES, Diagnostic
+from rope_lint.engine import read
+
+Key = tuple[str, str, str]
+VERSION = 1
+
+
+class BaselineError(ValueError):
+    """A baseline file that is missing or not ours."""
+
+
+def write(path: Path, diagnostics: list[Diagnostic]) -> int:
+    """Write the baseline; returns how many findings it holds."""
+    counts = _keys(diagnostics, path.resolve().parent)
+    entries = [
+        {"path": p, "code": code, "snippet": snippet, "count": count}
+        for (p, code, snippet), count in sorted(counts.items())
+    ]
+    path.write_text(json.dumps({"version": VERSION, "findings": entries}, indent=2, ensure_ascii=False) + "\n")
+    return sum(counts.values())
+
+
+def load(path: Path) -> Counter[Key]:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != VERSION:
+            raise BaselineError(f"{path}: not a rope-lint baseline (version {data.get('version')!r})")
+        return Counter({(e["path"], e["code"], e["snippet"]): int(e["count"]) for e in data["findings"]})
+    except OSError as error:
+        raise BaselineError(f"cannot read baseline {path}: {error.strerror or error}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise BaselineError(f"{path}: not a rope-lint baseline ({error})") from None
+
+
+def new_findings(diagnostics: list[Diagnostic], baseline_path: Path) -> list[Diagnostic]:
+    """The findings the baseline does not hold, in their order."""
+    remaining = load(baseline_path)
+    root = baseline_path.resolve().parent
+    snippets = _Snippets()
+    kept = []
+    for diagnostic in diagnostics:
+        key = None if diagnostic.code in ERROR_CODES else _key(diagnostic, root, snippets)
+        if key is not None and remaining[key] > 0:
+            remaining[key] -= 1
+        else:
+            kept.append(diagnostic)
+    return kept
+
+
+def _keys(diagnostics: list[Diagnostic], root: Path) -> Counter[Key]:
+    snippets = _Snippets()
+    return Counter(_key(d, root, snippets) for d in diagnostics if d.code not in ERROR_CODES)
+
+
+def _key(diagnostic: Diagnostic, root: Path, snippets: _Snippets) -> Key:
+    path = Path(os.path.relpath(Path(diagnostic.path).resolve(), root)).as_posix()
+    return (path, diagnostic.code, snippets(diagnostic))
+
+
+class _Snippets:
+    """A finding's source text with whitespace collapsed, each file read once."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[str]] = {}
+
+    def __call__(self, diagnostic: Diagnostic) -> str:
+        if diagnostic.path not in self._lines:
+            source = read(Path(diagnostic.path))
+            self._lines[diagnostic.path] = [] if isinstance(source, Diagnostic) else source.text.splitlines()
+        lines = self._lines[diagnostic.path][diagnostic.start.line - 1 : diagnostic.end.line]
+        if not lines:
+            return ""
+        if len(lines) == 1:
+            text = lines[0][diagnostic.start.column : diagnostic.end.column]
+        else:
+            text = "\n".join([lines[0][diagnostic.start.column :], *lines[1:-1], lines[-1][: diagnostic.end.column]])
+        return " ".join(text.split())

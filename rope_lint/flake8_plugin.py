@@ -1,0 +1,34 @@
+"""A flake8 plugin, so that flake8 users get the RPL codes (registered as `RPL` under `flake8.extension`).
+
+Every rule runs; flake8's own `--select`, `--extend-ignore`, `per-file-ignores` and `# noqa` choose among the
+codes, and our `# rope-lint: ignore[...]` comments apply as in `rope-lint check`. Findings about the run itself
+(RPL9xx) are left to flake8, which reports a file it cannot parse as E999.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from rope_lint import __version__
+from rope_lint.diagnostics import ERROR_CODES
+from rope_lint.engine import Settings, check_source
+from rope_lint.rules import select_rules
+
+_SETTINGS = Settings(select_rules(["ALL"], []), root=Path.cwd())
+
+
+class Plugin:
+    name = "rope-lint"
+    version = __version__
+
+    # flake8 passes the parameters a plugin names: `tree` marks this as a tree plugin, `lines` gives the text.
+    def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
+        self.filename = filename
+        self.source = "".join(lines)
+
+    def run(self) -> Iterator[tuple[int, int, str, type[Plugin]]]:
+        for diagnostic in check_source(self.filename, self.source, _SETTINGS):
+            if diagnostic.code not in ERROR_CODES:
+                yield diagnostic.start.line, diagnostic.start.column, f"{diagnostic.code} {diagnostic.message}", Plugin

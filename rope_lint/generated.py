@@ -1,0 +1,226 @@
+"""Files that transformers generates from a `modular_*.py` source, and where a finding in one is really written.
+
+A generated `modeling_X.py` carries a banner naming its modular source. Its code is either written in that source
+(the same statements, in a class of the same name), or pulled in from a model the source imports from: a class the
+source subclasses without overriding the statement, or one it does not mention at all, which the generator copies
+from the parent with the model's name put in. An edit to a generated file only lasts if that origin gets it too.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from rope_lint.diagnostics import Diagnostic
+from rope_lint.engine import Settings, check_source
+
+_BANNER = re.compile(r"This file was automatically generated from (\S*?modular_\w+\.py)")
+_BANNER_SPAN = 2048  # the banner is the file's first comment block
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a generated statement comes from: the modular source, or a parent model's file that it inherits from."""
+
+    path: Path
+    line: int | None
+    inherited_from: str | None = None  # the parent's class or function, when the statement comes from a parent
+
+    def describe(self, generated: Path, modular: Path) -> str:
+        where = f"{_relative(self.path, generated)}" + (f":{self.line}" if self.line else "")
+        if self.inherited_from is None:
+            return f"generated from {where}"
+        return f"generated from {modular.name}, which inherits {self.inherited_from} from {where}"
+
+
+def modular_source(path: Path, text: str) -> Path | None:
+    """The modular file named in a generated file's banner, or None for a hand-written file."""
+    match = _BANNER.search(text[:_BANNER_SPAN])
+    if match is None:
+        return None
+    candidate = path.resolve().parent / Path(match.group(1)).name
+    return candidate if candidate.is_file() else None
+
+
+def origin(path: Path, text: str, line: int) -> Origin | None:
+    """Where the statement at `line` of the generated file `path` is written; None for a hand-written file."""
+    modular = modular_source(path, text)
+    if modular is None:
+        return None
+    statement = text.splitlines()[line - 1].strip()
+    enclosing = _enclosing_definition(text, line)
+    tree = _parse(modular)
+    if tree is None:
+        return Origin(modular, None)
+    node = _definition(modular, enclosing.name) if enclosing else None
+    if node is not None:
+        found = _find_line(modular, statement, node)
+        if found:
+            return Origin(modular, found)
+        bases = [base.id for base in node.bases if isinstance(base, ast.Name)] if isinstance(node, ast.ClassDef) else []
+        return _from_parents(modular, tree, bases, statement) or Origin(modular, node.lineno)
+    if enclosing is not None:
+        # Not in the source at all: the generator copied it from a parent model, a class with the model's name put
+        # in, a function as it was.
+        kind = _same_kind(enclosing.name, modular, tree) if isinstance(enclosing, ast.ClassDef) else [enclosing.name]
+        return _from_parents(modular, tree, kind, statement) or Origin(modular, None)
+    return Origin(modular, _find_line(modular, statement, tree))
+
+
+def annotated(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Findings in generated files with their origin added to the message; others as they were."""
+    texts: dict[str, str | None] = {}
+    result = []
+    for diagnostic in diagnostics:
+        if diagnostic.path not in texts:
+            texts[diagnostic.path] = _generated_text(Path(diagnostic.path))
+        text = texts[diagnostic.path]
+        found = origin(Path(diagnostic.path), text, diagnostic.start.line) if text else None
+        if found is not None:
+            path = Path(diagnostic.path)
+            modular = modular_source(path, text or "")
+            assert modular is not None
+            message = f"{diagnostic.message} ({found.describe(path, modular)})"
+            diagnostic = diagnostic._replace(message=message)
+        result.append(diagnostic)
+    return result
+
+
+def with_origins(files: list[Path], settings: Settings) -> list[Path]:
+    """`files`, and for each generated file among them its modular source and the parent files that its findings
+    come from, so that a fix edits them all and a regeneration gives the edited file."""
+    seen = {path.resolve() for path in files}
+    extra = []
+    for path in files:
+        text = _generated_text(path)
+        modular = modular_source(path, text) if text else None
+        if text is None or modular is None:
+            continue
+        origins = {modular} | {
+            found.path for d in check_source(str(path), text, settings) if (found := origin(path, text, d.start.line))
+        }
+        for source in sorted(origins):
+            if source.resolve() not in seen:
+                seen.add(source.resolve())
+                extra.append(source)
+    return [*files, *extra]
+
+
+def _generated_text(path: Path) -> str | None:
+    """The file's text when it has the banner (read cheaply first), else None."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            if _BANNER.search(handle.read(_BANNER_SPAN)) is None:
+                return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+# A whole tree's findings point at the same few files (Llama's rotary class): read and parse each once. The cache
+# keys on the text, so that a file that a fix rewrote is read afresh.
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+@lru_cache(maxsize=64)
+def _tree(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _parse(path: Path) -> ast.Module | None:
+    return _tree(_text(path))
+
+
+def _enclosing_definition(text: str, line: int) -> Definition | None:
+    tree = _tree(text)
+    for node in tree.body if tree else []:
+        if isinstance(node, _DEFINITIONS) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return node
+    return None
+
+
+def _find_line(path: Path, statement: str, node: ast.AST) -> int | None:
+    """The first line within `node` whose text, stripped, is `statement`."""
+    lines = _text(path).splitlines()
+    first, last = getattr(node, "lineno", 1), getattr(node, "end_lineno", None) or len(lines)
+    for number in range(first, last + 1):
+        if lines[number - 1].strip() == statement:
+            return number
+    return None
+
+
+def _parent_files(modular: Path, tree: ast.Module) -> dict[str, Path]:
+    """Each name the modular source imports from another model's module (`from ..llama.modeling_llama import X`, or
+    `from ..detr.image_processing_detr import Y`): its file."""
+    names: dict[str, Path] = {}
+    for node in tree.body:
+        # `from ..llama.modeling_llama import`, `from ...models.llama.modeling_llama import`, or absolute
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.level != 1):
+            continue
+        if node.level == 0 and not node.module.startswith("transformers.models."):
+            continue
+        up = node.level - 1 if node.level else 2  # models/X/modular_X.py: [2] is transformers/
+        if up >= len(modular.parents):
+            continue
+        package = modular.parents[up]
+        parts = node.module.split(".")[0 if node.level else 1 :]
+        path = package.joinpath(*parts).with_suffix(".py")
+        if path.parent.parent.name == "models" and path.is_file():
+            names.update({alias.asname or alias.name: path for alias in node.names})
+    return names
+
+
+def _same_kind(class_name: str, modular: Path, tree: ast.Module) -> list[str]:
+    """Classes of the parent models named like `class_name` but for the model prefix (`LlamaRotaryEmbedding` for
+    `MistralRotaryEmbedding`), longest shared suffix first."""
+    candidates = list(_parent_files(modular, tree))
+    for path in set(_parent_files(modular, tree).values()):
+        parent_tree = _parse(path)
+        candidates += [node.name for node in parent_tree.body if isinstance(node, ast.ClassDef)] if parent_tree else []
+    words = _CAMEL_BOUNDARY.split(class_name)
+    for cut in range(1, len(words)):
+        suffix = "".join(words[cut:])
+        matching = [name for name in dict.fromkeys(candidates) if name.endswith(suffix) and name != class_name]
+        if matching:
+            return matching
+    return []
+
+
+def _from_parents(modular: Path, tree: ast.Module, bases: list[str], statement: str) -> Origin | None:
+    parents = _parent_files(modular, tree)
+    files = set(parents.values())
+    for base in bases:
+        # An imported base is looked up in its file; what the generator pulled in, in every parent file.
+        for path in [parents[base]] if base in parents else sorted(files):
+            node = _definition(path, base)
+            found = _find_line(path, statement, node) if node else None
+            if found:
+                # A generated parent got the statement from its own origin: follow it there.
+                deeper = origin(path, _text(path), found)
+                if deeper is not None and deeper.line is not None:
+                    return Origin(deeper.path, deeper.line, inherited_from=deeper.inherited_from or base)
+                return Origin(path, found, inherited_from=base)
+    return None
+
+
+def _definition(path: Path, name: str) -> Definition | None:
+    tree = _parse(path)
+    return next((n for n in tree.body if isinstance(n, _DEFINITIONS) and n.name == name), None) if tree else None
+
+
+def _relative(path: Path, generated: Path) -> str:
+    return os.path.relpath(path, generated.parent)

@@ -1,0 +1,37 @@
+"""GitHub Actions workflow commands, `::error file=…,line=…,col=…,endLine=…,endColumn=…,title=CODE::message`.
+
+GitHub reads one command a line, so nothing may wrap: values are escaped as the runner expects (`%`, CR and LF
+everywhere; `:` and `,` too inside properties), never folded to a terminal width. Columns are 1-based.
+"""
+
+from __future__ import annotations
+
+from rope_lint.diagnostics import Diagnostic
+
+
+def _data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(value: str) -> str:
+    return _data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def line(diagnostic: Diagnostic) -> str:
+    start, end = diagnostic.start, diagnostic.end
+    properties = ",".join(
+        f"{key}={_property(str(value))}"
+        for key, value in (
+            ("file", diagnostic.path),
+            ("line", start.line),
+            ("col", start.column + 1),
+            ("endLine", end.line),
+            ("endColumn", end.column + 1),
+            ("title", diagnostic.code),
+        )
+    )
+    return f"::error {properties}::{_data(diagnostic.message)}"
+
+
+def render(diagnostics: list[Diagnostic]) -> str:
+    return "".join(line(d) + "\n" for d in diagnostics)
