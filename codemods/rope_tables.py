@@ -104,6 +104,14 @@ class _TableStores(cst.CSTTransformer):
         if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
             target = statement.targets[0].target
             if m.matches(target, m.Attribute(value=m.Name("self"))) and is_table_name(target.attr.value):
+                name = target.attr.value
+                kept = _persistent_buffer_data(statement.value)
+                if kept is not None and not name.endswith(_FP32_SUFFIX):
+                    # `self.x = nn.Buffer(v)`: the state_dict key stays, and a float32 copy goes beside it.
+                    copy = cst.Assign(
+                        [cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _without_final_cast(kept)
+                    )
+                    return cst.FlattenSentinel([updated_node, updated_node.with_changes(body=[copy])])
                 value = _unwrap_buffer(statement.value) or statement.value
                 return updated_node.with_changes(body=[statement.with_changes(value=_without_final_cast(value))])
         return updated_node
@@ -154,15 +162,27 @@ class _TableStores(cst.CSTTransformer):
 
 def _unwrap_buffer(value: cst.BaseExpression) -> cst.BaseExpression | None:
     """`nn.Buffer(v, persistent=False)` -> v; None for anything else, a persistent buffer included."""
+    data, persistent = _buffer(value)
+    return data if data is not None and not persistent else None
+
+
+def _persistent_buffer_data(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`v` of a persistent `nn.Buffer(v)`; None for anything else."""
+    data, persistent = _buffer(value)
+    return data if persistent else None
+
+
+def _buffer(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]:
+    """The data of an `nn.Buffer(...)` call and whether it is persistent; (None, False) for anything else."""
     if not (
         isinstance(value, cst.Call) and m.matches(value.func, m.Name("Buffer") | m.Attribute(attr=m.Name("Buffer")))
     ):
-        return None
-    persistent = _keyword(value, "persistent")
+        return None, False
     positional = [arg for arg in value.args if arg.keyword is None]
-    if persistent is None or not _is_false(persistent.value) or not positional:
-        return None
-    return positional[0].value
+    if not positional:
+        return None, False
+    persistent = _keyword(value, "persistent")
+    return positional[0].value, persistent is None or not _is_false(persistent.value)
 
 
 class _RotaryClassRewrite(cst.CSTTransformer):
@@ -234,6 +254,17 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         if not self.in_rotary or self.method is None:
             return updated_node
         func = updated_node.func
+        # `getattr(self, "inv_freq")` of a persistent table reads its float32 copy, as `self.inv_freq` does.
+        if m.matches(
+            updated_node, m.Call(func=m.Name("getattr"), args=[m.Arg(m.Name("self")), m.Arg(m.SimpleString())])
+        ):
+            name = _string_value(updated_node.args[1].value)
+            if name in self.persistent and self.method != "__init__":
+                args = [
+                    updated_node.args[0],
+                    updated_node.args[1].with_changes(value=cst.SimpleString(f'"{name}_fp32"')),
+                ]
+                return updated_node.with_changes(args=args)
         # Step 4: positions take float32, never the dtype of a table.
         is_type_as = m.matches(func, m.Attribute(attr=m.Name("type_as"))) and updated_node.args
         if is_type_as and _reads_table(updated_node.args[0].value):
