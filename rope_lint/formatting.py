@@ -22,18 +22,16 @@ def ruff_command() -> list[str] | None:
     return [sys.executable, "-m", "ruff"] if importlib.util.find_spec("ruff") else None
 
 
+# ruff takes minutes to format some files of several megabytes (tens of thousands of comment lines); such files
+# keep the fix as written.
+LARGEST_FORMATTED = 1_000_000
+
+
 def formatted_like_original(path: Path, original: str, fixed: str) -> str:
     ruff = ruff_command()
-    if ruff is None:
+    if ruff is None or len(fixed) > LARGEST_FORMATTED:
         return fixed
-    old_lines, new_lines = original.splitlines(keepends=True), fixed.splitlines(keepends=True)
-    regions = [
-        (old_first, old_last, new_first, new_last)
-        for tag, old_first, old_last, new_first, new_last in difflib.SequenceMatcher(
-            None, old_lines, new_lines, autojunk=False
-        ).get_opcodes()
-        if tag != "equal" and new_last > new_first and old_last > old_first
-    ]
+    regions = _changed_regions(original.splitlines(keepends=True), fixed.splitlines(keepends=True))
     # From the bottom up, so that formatting a region moves no region still to do.
     for old_first, old_last, new_first, new_last in reversed(regions):
         if _format_range(ruff, path, original, old_first + 1, old_last) != original:
@@ -42,6 +40,26 @@ def formatted_like_original(path: Path, original: str, fixed: str) -> str:
         if formatted is not None:
             fixed = formatted
     return fixed
+
+
+def _changed_regions(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
+    """(old first, old end, new first, new end) line indexes of each changed region, ends exclusive.
+
+    The common head and tail are set aside first: matching 100,000 alike lines (`x = 1`) costs difflib minutes,
+    while a fix changes a few lines in between.
+    """
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(None, old[head : len(old) - tail], new[head : len(new) - tail], autojunk=False)
+    return [
+        (head + old_first, head + old_end, head + new_first, head + new_end)
+        for tag, old_first, old_end, new_first, new_end in matcher.get_opcodes()
+        if tag != "equal" and new_end > new_first and old_end > old_first
+    ]
 
 
 def _format_range(ruff: list[str], path: Path, text: str, first_line: int, last_line: int) -> str | None:

@@ -45,7 +45,7 @@ def modular_source(path: Path, text: str) -> Path | None:
     match = _BANNER.search(text[:_BANNER_SPAN])
     if match is None:
         return None
-    candidate = path.resolve().parent / Path(match.group(1)).name
+    candidate = _real(path).parent / Path(match.group(1)).name
     return candidate if candidate.is_file() else None
 
 
@@ -96,7 +96,7 @@ def annotated(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
 def with_origins(files: list[Path], settings: Settings) -> list[Path]:
     """`files`, and for each generated file among them its modular source and the parent files that its findings
     come from, so that a fix edits them all and a regeneration gives the edited file."""
-    seen = {path.resolve() for path in files}
+    seen = {_real(path) for path in files}
     extra = []
     for path in files:
         text = _generated_text(path)
@@ -107,8 +107,8 @@ def with_origins(files: list[Path], settings: Settings) -> list[Path]:
             found.path for d in check_source(str(path), text, settings) if (found := origin(path, text, d.start.line))
         }
         for source in sorted(origins):
-            if source.resolve() not in seen:
-                seen.add(source.resolve())
+            if _real(source) not in seen:
+                seen.add(_real(source))
                 extra.append(source)
     return [*files, *extra]
 
@@ -224,3 +224,9 @@ def _definition(path: Path, name: str) -> Definition | None:
 
 def _relative(path: Path, generated: Path) -> str:
     return os.path.relpath(path, generated.parent)
+
+
+def _real(path: Path) -> Path:
+    """The path with links resolved; unlike `Path.resolve`, a symlink loop does not raise (it is read later and
+    reported as an RPL901 finding)."""
+    return Path(os.path.realpath(path))

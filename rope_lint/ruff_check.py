@@ -13,7 +13,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from rope_lint.formatting import ruff_command
+from rope_lint.formatting import LARGEST_FORMATTED, ruff_command
 
 # The codes a fix can introduce through the imports it adds or the names it stops using.
 _IMPORT_CODES = ("I001", "F401")
@@ -21,7 +21,7 @@ _IMPORT_CODES = ("I001", "F401")
 
 def imports_tidied(path: Path, original: str, fixed: str) -> str:
     ruff = ruff_command()
-    if ruff is None:
+    if ruff is None or len(fixed) > LARGEST_FORMATTED:
         return fixed
     introduced = _codes(ruff, path, fixed) - _codes(ruff, path, original)
     if not introduced:
