@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
@@ -25,8 +25,7 @@ _DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Where a generated statement comes from: the modular source, or a parent model's file that it inherits from."""
 
     path: Path
