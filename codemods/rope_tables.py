@@ -26,16 +26,13 @@ Run it through rope-lint (`rope-lint fix --unsafe-fixes`, on files with RPL2xx f
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
 from rope_lint.cst_edits import EQUAL, with_keyword
-from rope_lint.rotary import is_table_name, reachable_from_init
+from rope_lint.rotary import ROTARY_CLASS_NAME, is_table_name, reachable_from_init
 
-_ROTARY_CLASS_NAME = re.compile(r"Rotary|Rope|RoPE")
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16", "type_as"})
 _FP32_SUFFIX = "_fp32"
 
@@ -56,7 +53,7 @@ def rotary_class_names(module: cst.Module) -> set[str]:
     names = {
         cls.name.value
         for cls in classes
-        if _ROTARY_CLASS_NAME.search(cls.name.value)
+        if ROTARY_CLASS_NAME.search(cls.name.value)
         or m.findall(cls, m.SimpleString(value=m.MatchRegex(r".*inv_freq.*")))
         or m.findall(cls, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchRegex(r".*inv_freq.*"))))
     }

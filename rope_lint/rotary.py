@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from rope_lint.context import FileContext, FunctionNode
 
-_ROTARY_CLASS_NAME = re.compile(r"Rotary|Rope|RoPE")
+ROTARY_CLASS_NAME = re.compile(r"Rotary|Rope|RoPE")
 _TABLE_NAME = re.compile(r"inv_freq|(cos|sin)_?cache|cached_(cos|sin)|(cos|sin)_table")
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16"})
 # Text that every table name contains one of (see _TABLE_NAME): files and statements without any hold no table.
@@ -41,7 +41,7 @@ def rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
     rotary = {
         cls.name
         for cls in classes
-        if _ROTARY_CLASS_NAME.search(cls.name) or (cls in with_tables and any(_table_stores_under(ctx, cls)))
+        if ROTARY_CLASS_NAME.search(cls.name) or (cls in with_tables and any(_table_stores_under(ctx, cls)))
     }
     # Subclasses of a rotary class in the same file (the scaling variants) are rotary too.
     for cls in classes:
