@@ -17,8 +17,10 @@ from codemods.rope_tables import RopeTablesCommand
 CODEMODS = {"rope_tables": RopeTablesCommand, "rope_autocast": RopeAutocastCommand}
 
 
-def apply_codemods(module: cst.Module, names: list[str]) -> cst.Module:
+def apply_codemods(module: cst.Module, names: list[str], filename: str | None = None) -> cst.Module:
+    """Run the named codemods on `module`, which is `filename` or a run of its statements. The file's path lets a
+    codemod read what lies outside the module, such as the source a `# Copied from` class must stay equal to."""
     for name in sorted(names, key=list(CODEMODS).index):
         # The command's own transform, without LibCST's metadata pass and deep copy, which it does not need.
-        module = CODEMODS[name](CodemodContext()).transform_module_impl(module)
+        module = CODEMODS[name](CodemodContext(filename=filename)).transform_module_impl(module)
     return module

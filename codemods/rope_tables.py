@@ -9,7 +9,11 @@ deterministic edit, so that every `# Copied from` copy of a class gets the same 
    (`f"{prefix}inv_freq"`, in dynamic updates) -> `setattr(self, name, v)`, which updates a buffer and a
    plain attribute alike. `module.to(torch.bfloat16)` leaves plain attributes alone. A persistent buffer
    stays registered, because checkpoints carry its state_dict key, and the class computes from a float32
-   copy, `self.<name>_fp32`.
+   copy, `self.<name>_fp32`. A buffer with such a copy beside it is left as it is (a second run adds none).
+   A `# Copied from` copy goes its source's way: where the source keeps a table as a persistent buffer and
+   the copy registers it otherwise (under `# Ignore copy`, say `persistent=False`), the copy's buffer stays
+   too and gets the float32 copy, so that both classes read `self.<name>_fp32` and stay copies
+   (`rope_lint/copies.py`). This needs the file's path, which rope-lint and `libcst.tool` both give.
 2. The cast on the way into a table goes: `emb.cos().to(dtype)` -> `emb.cos()` (float32).
 3. In `__init__` and the methods it reaches (the cache builders), every `torch.arange` is an explicit CPU
    enumeration (`device="cpu"`, int64 when it had no dtype), and `.to(device)` moves of an enumeration go:
@@ -26,10 +30,14 @@ Run it through rope-lint (`rope-lint fix --unsafe-fixes`, on files with RPL2xx f
 
 from __future__ import annotations
 
+import textwrap
+from pathlib import Path
+
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
+from rope_lint.copies import source_chain
 from rope_lint.cst_edits import EQUAL, with_keyword
 from rope_lint.rotary import ROTARY_CLASS_NAME, is_table_name, reachable_from_init
 
@@ -42,8 +50,30 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rotary = rotary_class_names(tree)
-        tree = tree.visit(_TableStores())
+        tree = tree.visit(_TableStores(self._kept_by_sources(rotary)))
         return tree.visit(_RotaryClassRewrite(rotary))
+
+    def _kept_by_sources(self, classes: set[str]) -> dict[str, set[str]]:
+        """For each of `classes` that is a `# Copied from` copy: the tables its sources keep as persistent buffers.
+
+        The module may be a run of the file's statements without the comments above them (rope-lint edits only the
+        statements with findings), so the copy comments are read from the file itself.
+        """
+        if not self.context.filename:
+            return {}
+        path = Path(self.context.filename)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return {}
+        if "Copied from" not in text:
+            return {}
+        kept = {}
+        for name in classes:
+            tables = {table for code in source_chain(path, text, name) for table in _persistent_buffers(code)}
+            if tables:
+                kept[name] = tables
+        return kept
 
 
 def rotary_class_names(module: cst.Module) -> set[str]:
@@ -83,8 +113,63 @@ def _self_attribute(name: str) -> cst.Attribute:
     return cst.Attribute(value=cst.Name("self"), attr=cst.Name(name))
 
 
+def _is_persistent_registration(call: cst.Call) -> bool:
+    """`register_buffer(name, v)` without `persistent=False`."""
+    persistent = _keyword(call, "persistent") or (call.args[2] if len(call.args) > 2 else None)
+    return persistent is None or not _is_false(persistent.value)
+
+
+def _persistent_buffers(code: str) -> set[str]:
+    """The tables that `code` (a class, as written or as rewritten) keeps as persistent buffers under literal names."""
+    try:
+        module = cst.parse_module(textwrap.dedent(code))
+    except cst.ParserSyntaxError:
+        return set()
+    names = set()
+    for call in m.findall(module, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer")))):
+        assert isinstance(call, cst.Call)
+        name = _string_value(call.args[0].value) if len(call.args) >= 2 else None
+        if name and isinstance(call.args[0].value, cst.SimpleString) and _is_persistent_registration(call):
+            names.add(name)
+    for assign in m.findall(module, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+        assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
+        if _buffer(assign.value)[1]:
+            names.add(assign.targets[0].target.attr.value)
+    return {name for name in names if is_table_name(name) and not name.endswith(_FP32_SUFFIX)}
+
+
 class _TableStores(cst.CSTTransformer):
     """Steps 1 and 2, in the whole module: a table is stored as a float32 plain attribute."""
+
+    def __init__(self, kept_by_sources: dict[str, set[str]]) -> None:
+        super().__init__()
+        self.kept_by_sources = kept_by_sources  # per class: tables its copy sources keep as persistent buffers
+        # Per class being visited, innermost last: the tables to keep as buffers beside a float32 copy even when
+        # not persistent, and the tables that have their float32 copy already.
+        self.classes: list[tuple[set[str], set[str]]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        copied = {
+            target.target.attr.value.removesuffix(_FP32_SUFFIX)
+            for target in m.findall(node, m.AssignTarget(m.Attribute(value=m.Name("self"))))
+            if isinstance(target, cst.AssignTarget)
+            and isinstance(target.target, cst.Attribute)
+            and target.target.attr.value.endswith(_FP32_SUFFIX)
+        }
+        self.classes.append((self.kept_by_sources.get(node.name.value, set()), copied))
+        return True
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        self.classes.pop()
+        return updated_node
+
+    @property
+    def kept(self) -> set[str]:
+        return self.classes[-1][0] if self.classes else set()
+
+    @property
+    def copied(self) -> set[str]:
+        return self.classes[-1][1] if self.classes else set()
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -94,21 +179,23 @@ class _TableStores(cst.CSTTransformer):
         statement = updated_node.body[0]
         if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
             replacement = self._register_buffer(statement.value)
-            if isinstance(replacement, list):  # a persistent buffer, and its float32 copy after it
-                return cst.FlattenSentinel([updated_node, updated_node.with_changes(body=[replacement[0]])])
+            if isinstance(replacement, list):  # a kept buffer, and its float32 copy after it
+                return cst.FlattenSentinel([updated_node, _line_after(updated_node, replacement[0])])
             if replacement is not None:
                 return updated_node.with_changes(body=[replacement])
         if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
             target = statement.targets[0].target
             if m.matches(target, m.Attribute(value=m.Name("self"))) and is_table_name(target.attr.value):
                 name = target.attr.value
-                kept = _persistent_buffer_data(statement.value)
-                if kept is not None and not name.endswith(_FP32_SUFFIX):
+                data, persistent = _buffer(statement.value)
+                if data is not None and name in self.copied:
+                    return updated_node  # the class reads the float32 copy already
+                if data is not None and (persistent or name in self.kept) and not name.endswith(_FP32_SUFFIX):
                     # `self.x = nn.Buffer(v)`: the state_dict key stays, and a float32 copy goes beside it.
                     copy = cst.Assign(
-                        [cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _without_final_cast(kept)
+                        [cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _without_final_cast(data)
                     )
-                    return cst.FlattenSentinel([updated_node, updated_node.with_changes(body=[copy])])
+                    return cst.FlattenSentinel([updated_node, _line_after(updated_node, copy)])
                 value = _unwrap_buffer(statement.value) or statement.value
                 return updated_node.with_changes(body=[statement.with_changes(value=_without_final_cast(value))])
         return updated_node
@@ -124,8 +211,7 @@ class _TableStores(cst.CSTTransformer):
                 return updated_node.with_changes(args=args)
         return updated_node
 
-    @staticmethod
-    def _register_buffer(call: cst.Call) -> cst.BaseSmallStatement | list[cst.BaseSmallStatement] | None:
+    def _register_buffer(self, call: cst.Call) -> cst.BaseSmallStatement | list[cst.BaseSmallStatement] | None:
         if not (
             isinstance(call.func, cst.Attribute)
             and call.func.attr.value == "register_buffer"
@@ -134,16 +220,17 @@ class _TableStores(cst.CSTTransformer):
         ):
             return None
         name = _string_value(call.args[0].value)
-        if not name or not is_table_name(name) or name.endswith(_FP32_SUFFIX):
+        if not name or not is_table_name(name) or name.endswith(_FP32_SUFFIX) or name in self.copied:
             return None
         value = call.args[1].value
-        persistent = _keyword(call, "persistent") or (call.args[2] if len(call.args) > 2 else None)
-        if persistent is None or not _is_false(persistent.value):
-            if not isinstance(call.args[0].value, cst.SimpleString):
+        literal = isinstance(call.args[0].value, cst.SimpleString)
+        if _is_persistent_registration(call) or (literal and name in self.kept):
+            if not literal:
                 return None
-            # Checkpoints carry this key: keep the buffer, and compute from a float32 copy beside it.
+            # Checkpoints carry this key (or the copy's source keeps it): keep the buffer, and compute from a float32
+            # copy beside it.
             return [cst.Assign([cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _without_final_cast(value))]
-        if isinstance(call.args[0].value, cst.SimpleString):
+        if literal:
             return cst.Assign([cst.AssignTarget(_self_attribute(name))], _without_final_cast(value))
         return cst.Expr(
             cst.Call(
@@ -157,16 +244,16 @@ class _TableStores(cst.CSTTransformer):
         )
 
 
+def _line_after(line: cst.SimpleStatementLine, statement: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
+    """A line holding `statement`, to go right after `line`: the comments above `line` (an `# Ignore copy`) stay
+    with it alone."""
+    return line.with_changes(body=[statement], leading_lines=())
+
+
 def _unwrap_buffer(value: cst.BaseExpression) -> cst.BaseExpression | None:
     """`nn.Buffer(v, persistent=False)` -> v; None for anything else, a persistent buffer included."""
     data, persistent = _buffer(value)
     return data if data is not None and not persistent else None
-
-
-def _persistent_buffer_data(value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`v` of a persistent `nn.Buffer(v)`; None for anything else."""
-    data, persistent = _buffer(value)
-    return data if persistent else None
 
 
 def _buffer(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]:

@@ -20,6 +20,7 @@ _COPY_COMMENT = re.compile(r"^(\s*)#\s*Copied from\s+transformers\.(\S+\.\S+)\s*
 _RENAME = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
 _HEADER_END = re.compile(r"^\s*\)(\s*->.*:|:)\s*$")
 _IGNORED = "# Ignore copy"
+_CHAIN_LIMIT = 16  # a copy of a copy of ...: deeper than any real chain, and a guard against a cycle of comments
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,18 @@ class CopyChecker:
             if candidate.is_file():
                 return candidate
         return None
+
+    def copy_of(self, path: Path, name: str) -> Copy | None:
+        """The `# Copied from` comment of the top-level class or function `name` of `path` (above its decorators)."""
+        lines = self._read(path) or []
+        header = re.compile(rf"^(class|def)\s+{re.escape(name)}(\(|:)")
+        line = next((number for number, text in enumerate(lines) if header.search(text)), None)
+        while line is not None and line > 0 and lines[line - 1].startswith("@"):
+            line -= 1
+        match = _COPY_COMMENT.search(lines[line - 1]) if line else None
+        if line is None or match is None or match.group(1):
+            return None
+        return Copy(path, line, match.group(2), match.group(3))
 
     def divergence(self, copy: Copy) -> Divergence | None:
         """Why the copy differs from its source, or None when it matches (or its source cannot be found)."""
@@ -256,6 +269,41 @@ def _formatted(code: str, path: Path) -> str:
     if result.returncode != 0 or not result.stdout:
         return code
     return result.stdout[len("class Bla:\n") :] if wrapped else result.stdout
+
+
+def source_chain(path: Path, text: str, name: str) -> list[str]:
+    """The code that the top-level class or function `name` of `path` (whose text is `text`) must stay equal to: its
+    `# Copied from` source after the renames, then that source's own source after both renames, and so on. Empty
+    when `name` is no copy or `path` lies outside a transformers package.
+
+    A fix that rewrites a copy from what its own code says can go a different way from its source where the copy's
+    `# Ignore copy` lines differ; the fix reads the source's code here to go the source's way.
+    """
+    root = package_root(path)
+    if root is None:
+        return []
+    checker = CopyChecker(root, {path.resolve(): text})
+    chain: list[str] = []
+    renames: list[str] = []
+    current: Path | None = path.resolve()
+    while current is not None and len(chain) < _CHAIN_LIMIT:
+        copy = checker.copy_of(current, name)
+        located = checker._source_block(copy) if copy else None
+        if copy is None or located is None:
+            break
+        lines, start, end = located
+        renames.insert(0, copy.renames)  # the source's own renames made it, then this copy's renames
+        code = "".join(lines[start:end])
+        for applied in renames:
+            code = _renamed(code, applied)
+        chain.append(code)
+        current = checker.source_path(copy)
+        dotted = copy.source.split(".")
+        # Only a top-level source can carry a comment of its own; a method's chain ends here.
+        if current is None or len(dotted) != len(current.relative_to(checker.root).with_suffix("").parts) + 1:
+            break
+        name = dotted[-1]
+    return chain
 
 
 CopyKey = tuple[str, str, str, int]

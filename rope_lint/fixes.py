@@ -163,7 +163,9 @@ def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> t
     if codemod_fixes:
         from codemods import apply_codemods
 
-        fixed = apply_codemods(fixed, sorted({dict(d.fix.data)["codemod"] for d in codemod_fixes if d.fix}))
+        # The findings' path is the file's: the rope codemod reads a copy's `# Copied from` source through it.
+        names = sorted({dict(d.fix.data)["codemod"] for d in codemod_fixes if d.fix})
+        fixed = apply_codemods(fixed, names, filename=codemod_fixes[0].path)
     return fixed.code, applied + codemod_fixes
 
 

@@ -252,3 +252,26 @@ def test_the_codemod_runs_through_libcst_tool_as_through_rope_lint(tmp_path: Pat
     rewritten = through_libcst.read_text()
     assert rewritten == through_rope_lint.read_text()
     assert "self.inv_freq = inv_freq" in rewritten and 'device="cpu"' in rewritten
+
+
+def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_alone() -> None:
+    """A buffer with a float32 copy beside it is what the codemod leaves; run again, it adds no second copy."""
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+
+    from codemods.rope_tables import RopeTablesCommand
+
+    source = (
+        "class ToyRotaryEmbedding(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        "        # a comment that stays above the registration alone\n"
+        '        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))\n'
+        "\n"
+        "    def forward(self, x, position_ids):\n"
+        "        return position_ids[..., None].float() * self.inv_freq\n"
+    )
+    once = RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
+    assert once.count("# a comment") == 1 and once.count("self.inv_freq_fp32 = ") == 1
+    assert "* self.inv_freq_fp32.to(x.device)" in once
+    assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once

@@ -135,12 +135,6 @@ def test_old_release_every_copy_the_fix_made_diverge_is_reported(old: FixedTree)
     assert set(newly_divergent(old).values()) == reported_copies(old)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rope codemod keeps Wav2Vec2Conformer's persistent `inv_freq` buffer (and reads `inv_freq_fp32`) but "
-    "turns Wav2Vec2Bert's copy, whose `__init__` is `# Ignore copy` with persistent=False, into a plain attribute, so "
-    "their forwards differ; the fix reports it as RPL904",
-)
 def test_old_release_no_copy_group_diverges_that_did_not_before(old: FixedTree) -> None:
     assert newly_divergent(old) == {}
 
@@ -273,6 +267,69 @@ def test_ignore_copy_blocks_and_all_casing_renames(tmp_path: Path) -> None:
     assert only_copy(package) is None
     copy.write_text(copy.read_text().replace("self.foo", "self.bar"))
     assert only_copy(package) is not None
+
+
+# A rotary class that keeps `inv_freq` as a persistent buffer; a copy whose `__init__` registers it with
+# persistent=False under `# Ignore copy`; and a copy of that copy. Our own code, in the shape of a rotary class that
+# one speech model copies from another.
+PERSISTENT_ROTARY = """import torch
+from torch import nn
+
+
+class AlphaRotaryEmbedding(nn.Module):
+    def __init__(self, dim, base=10000):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq)
+
+    def forward(self, x, seq_len):
+        positions = torch.arange(seq_len).type_as(self.inv_freq)
+        freqs = torch.einsum("i,j->ij", positions, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+"""
+NON_PERSISTENT_COPY = PERSISTENT_ROTARY.replace(
+    "class Alpha",
+    "# Copied from transformers.models.alpha.modeling_alpha.AlphaRotaryEmbedding with Alpha->Beta\nclass Beta",
+).replace(
+    '        self.register_buffer("inv_freq", inv_freq)\n',
+    '        # Ignore copy\n        self.register_buffer("inv_freq", inv_freq, persistent=False)\n',
+)
+COPY_OF_THE_COPY = NON_PERSISTENT_COPY.replace(
+    "alpha.modeling_alpha.AlphaRotaryEmbedding with Alpha->Beta",
+    "beta.modeling_beta.BetaRotaryEmbedding with Beta->Gamma",
+).replace("class Beta", "class Gamma")
+
+
+def test_a_copy_that_ignores_its_sources_persistent_buffer_reads_what_the_source_reads(tmp_path: Path) -> None:
+    """The source keeps its buffer and reads a float32 copy of it; its copies, whose own `__init__` would make a plain
+    attribute, go the same way, so the forwards stay equal (no RPL904) and every class is fp32-clean."""
+    package = tmp_path / "transformers"
+    files = {"alpha": PERSISTENT_ROTARY, "beta": NON_PERSISTENT_COPY, "gamma": COPY_OF_THE_COPY}
+    for model, text in files.items():
+        (package / "models" / model).mkdir(parents=True)
+        (package / "models" / model / f"modeling_{model}.py").write_text(text)
+    for folder in (package, package / "models", *(package / "models" / model for model in files)):
+        (folder / "__init__.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text(TRANSFORMERS_RUFF)
+    checker = CopyChecker(package)
+    assert len(checker.copies()) == 2 and not any(checker.divergence(copy) for copy in checker.copies())
+    before = exceeding(probe("transformers", pythonpath=[tmp_path], triggers=TRIGGERS))
+    assert sorted(before) == [f"transformers.models.{m}.modeling_{m}.{m.title()}RotaryEmbedding" for m in files]
+
+    result = rope_lint("fix", "--unsafe-fixes", "--select", SELECT, "--statistics", str(package))
+    assert result.returncode == 0, result.stdout
+    assert "3 files changed, 2 copy groups checked." in result.stdout
+    checker = CopyChecker(package)
+    assert [checker.divergence(copy) for copy in checker.copies()] == [None, None]
+    beta = (package / "models" / "beta" / "modeling_beta.py").read_text()
+    # The copy's own registration stays as it was, with the source's float32 copy after it.
+    assert "persistent=False)\n        self.inv_freq_fp32 = inv_freq\n" in beta and "self.inv_freq_fp32.to(" in beta
+    after = probe("transformers", pythonpath=[tmp_path], triggers=TRIGGERS)
+    assert len([c for c in after["classes"] if c.get("triggers")]) == 3
+    assert exceeding(after) == {}
+    again = rope_lint("fix", "--unsafe-fixes", "--select", SELECT, str(package))
+    assert "Fixed 0 findings" in again.stdout
 
 
 def test_a_fix_introduces_no_import_finding_of_the_projects_ruff_check(tmp_path: Path) -> None:
