@@ -11,7 +11,7 @@ from pathlib import Path
 from rope_lint import __version__, progress
 from rope_lint.config import Config, ConfigError, load
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
-from rope_lint.engine import Settings, check_paths, map_files
+from rope_lint.engine import LARGE_RUN, Settings, check_paths, map_files
 from rope_lint.files import Excludes, discover
 from rope_lint.output import FORMATS, renderer, text
 from rope_lint.rules import ALL_RULES, RULES_BY_CODE, UnknownCodeError, matches, select_rules
@@ -54,14 +54,14 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
     check.add_argument("--baseline", type=Path, metavar="FILE", help="leave out the findings this baseline holds")
     check.add_argument("--diff-base", metavar="REF", help="report only findings on lines changed since a git ref")
-    check.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_run_arguments(check)
     check.set_defaults(handler=_check)
 
 
 def _baseline_arguments(baseline: argparse.ArgumentParser) -> None:
     _add_selection_arguments(baseline)
     baseline.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
-    baseline.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_run_arguments(baseline)
     baseline.set_defaults(handler=_baseline)
 
 
@@ -95,6 +95,11 @@ def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="print the traceback of a rule that fails")
 
 
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write .rope_lint_cache/")
+
+
 def _codes(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
@@ -110,6 +115,21 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, Settings, list[Path]]:
     return config, settings, files
 
 
+def _checked(args: argparse.Namespace, config: Config, settings: Settings, files: list[Path]) -> list[Diagnostic]:
+    """The findings of `check` and `baseline`, through the result cache for a large run, unless `--no-cache` (or
+    `--verbose`, which wants the tracebacks of a fresh run)."""
+    results = None
+    if len(files) >= LARGE_RUN and not (args.no_cache or args.verbose):
+        from rope_lint.cache import ResultCache
+
+        codes = [rule.code for rule in settings.rules]
+        results = ResultCache.for_run(config.root, codes, config.per_file_ignores)
+    diagnostics = progress.run(files, partial(check_paths, settings=settings, cache=results), args.quiet)
+    if results is not None:
+        results.save()
+    return _reported(diagnostics, config)
+
+
 def _reported(diagnostics: list[Diagnostic], config: Config) -> list[Diagnostic]:
     """Findings about the run itself can be ignored like any code."""
     return [d for d in diagnostics if d.code not in ERROR_CODES or not matches(d.code, config.ignore)]
@@ -123,7 +143,7 @@ def _exit_code(diagnostics: list[Diagnostic]) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     config, settings, files = _resolve(args)
-    diagnostics = _reported(progress.run(files, partial(check_paths, settings=settings), args.quiet), config)
+    diagnostics = _checked(args, config, settings, files)
     # Imported only when asked for: a plain check (a pre-commit run) pays for neither.
     if args.baseline is not None:
         from rope_lint.baseline import BaselineError, new_findings
@@ -159,7 +179,7 @@ def _baseline(args: argparse.Namespace) -> int:
     from rope_lint import baseline
 
     config, settings, files = _resolve(args)
-    diagnostics = _reported(progress.run(files, partial(check_paths, settings=settings), args.quiet), config)
+    diagnostics = _checked(args, config, settings, files)
     count = baseline.write(args.output, diagnostics)
     print(f"Wrote {count} finding{'s' * (count != 1)} to {args.output}.", file=sys.stderr)
     # Findings about the run itself are never baselined: show them, and say so through the exit code.

@@ -8,21 +8,31 @@ from __future__ import annotations
 
 import ast
 import bisect
-import functools
-import re
-from collections import defaultdict
-from collections.abc import Iterator
+from collections import defaultdict, deque
+from collections.abc import Callable, Hashable, Iterator
+from typing import TypeGuard, TypeVar
 
+from rope_lint import candidates
 from rope_lint.diagnostics import Diagnostic, Fix, Position
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+T = TypeVar("T")
 
 
 class FileContext:
-    def __init__(self, path: str, source: str, tree: ast.Module, triggers: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        path: str,
+        source: str,
+        tree: ast.Module,
+        triggers: tuple[str, ...],
+        occurrences: candidates.Occurrences | None = None,
+    ) -> None:
         self.path = path
         self.source = source
         self.tree = tree
+        self.occurrences = occurrences or candidates.Occurrences(source.encode("utf-8", errors="surrogatepass"))
+        self._derived: dict[tuple[Hashable, ...], object] = {}
         self.lines = source.splitlines()
         self.parents: dict[ast.AST, ast.AST] = {}
         self.imported_names: dict[str, str] = {}
@@ -32,10 +42,7 @@ class FileContext:
         self._method_calls: dict[str, list[ast.Call]] = defaultdict(list)
         # Lines that mention a trigger or an import: only the statements around them are indexed, which keeps a
         # large file with a few candidates nearly as cheap as parsing it.
-        self._line_starts = [0]
-        for line in source.splitlines(keepends=True):
-            self._line_starts.append(self._line_starts[-1] + len(line))
-        self._marked_lines = self.lines_with((*triggers, "import"))
+        self._marked_lines = candidates.line_numbers(self.occurrences.data, self.occurrences.marked(triggers))
         self._index_statements(tree.body, tree)
         self._calls_by_name: dict[str, list[ast.Call]] = defaultdict(list)
         for call in self._calls:
@@ -46,8 +53,7 @@ class FileContext:
     def _index_statements(self, statements: list[ast.stmt], parent: ast.AST) -> None:
         for statement in statements:
             self.parents[statement] = parent
-            first = bisect.bisect_left(self._marked_lines, statement.lineno)
-            if first == len(self._marked_lines) or self._marked_lines[first] > (statement.end_lineno or 0):
+            if not _spans_any(self._marked_lines, statement):
                 continue
             for child in ast.iter_child_nodes(statement):
                 self.parents[child] = statement
@@ -57,15 +63,18 @@ class FileContext:
                     for part in ast.iter_child_nodes(child):
                         self.parents[part] = child
                     self._index_statements(child.body, child)
-                else:
+                elif _spans_any(self._marked_lines, child):  # a signature or a condition: only where marked
                     self._index_expression(child)
             self._record(statement)
 
     def _index_expression(self, expression: ast.AST) -> None:
-        for node in ast.walk(expression):
+        pending = deque([expression])  # in `ast.walk` order, with one visit of each node where it took two
+        while pending:
+            node = pending.popleft()
+            self._record(node)
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
-            self._record(node)
+                pending.append(child)
 
     def _record(self, node: ast.AST) -> None:
         if isinstance(node, ast.Call):
@@ -113,23 +122,38 @@ class FileContext:
 
     # Structure
     def lines_with(self, needles: tuple[str, ...]) -> list[int]:
-        """The numbers of the lines that contain any of `needles`, in order: one regex scan of the source."""
-        numbers: list[int] = []
-        for match in _needle_pattern(needles).finditer(self.source):
-            number = bisect.bisect_right(self._line_starts, match.start())
-            if not numbers or numbers[-1] != number:
-                numbers.append(number)
-        return numbers
+        """The numbers of the lines that contain any of `needles`, in order."""
+        return self.occurrences.lines(needles)
 
     def statements_with(self, needles: tuple[str, ...]) -> list[ast.stmt]:
         """The top-level statements whose text contains any of `needles`: where a rule's search can start."""
         lines = self.lines_with(needles)
         found = []
         for statement in self.tree.body:
-            first = bisect.bisect_left(lines, statement.lineno)
-            if first < len(lines) and lines[first] <= (statement.end_lineno or statement.lineno):
+            if _spans_any(lines, statement):
                 found.append(statement)
         return found
+
+    def derived(self, compute: Callable[..., T], *arguments: Hashable) -> T:
+        """`compute(self, *arguments)`, computed once per file: what several rules, or several questions, derive
+        alike (the rotary classes; the attributes a method assigns)."""
+        key = (compute, *arguments)
+        if key not in self._derived:
+            self._derived[key] = compute(self, *arguments)
+        return self._derived[key]  # type: ignore[return-value]
+
+    def walk_near(self, scope: ast.AST, needles: tuple[str, ...]) -> Iterator[ast.AST]:
+        """`ast.walk(scope)`, leaving out the statements whose lines hold none of `needles`: they cannot hold what
+        the caller looks for, and a large class is mostly such statements."""
+        lines = self.lines_with(needles)
+        pending = deque([scope])
+        while pending:
+            node = pending.popleft()
+            yield node
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt) and not _spans_any(lines, child):
+                    continue
+                pending.append(child)
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(node)
@@ -170,6 +194,15 @@ class FileContext:
         )
 
 
-@functools.cache
-def _needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(map(re.escape, needles)))
+def _spans_any(lines: list[int], node: ast.AST) -> bool:
+    """Whether any of the sorted `lines` lies within the node's lines; always for a node without lines."""
+    start = getattr(node, "lineno", None)
+    if start is None:  # `arguments`, operators: their parts say
+        return True
+    first = bisect.bisect_left(lines, start)
+    return first < len(lines) and lines[first] <= (node.end_lineno or start)
+
+
+def is_self_attribute(node: ast.AST) -> TypeGuard[ast.Attribute]:
+    """`self.<name>`."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"

@@ -173,7 +173,7 @@ def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: in
         for method in cls.body:
             if not isinstance(method, FunctionNode):
                 continue
-            for value in _self_attribute_values(method, node.attr):
+            for value in _self_attribute_values(ctx, method, node.attr):
                 answer = (
                     _name_is_floating(ctx, value, depth + 1, dtype_name=False, scopes=[method])
                     if isinstance(value, ast.Name)
@@ -184,33 +184,34 @@ def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: in
     return _by_name(node.attr)
 
 
-def _self_attribute_values(method: FunctionNode, attribute: str) -> list[ast.expr]:
+def _self_attribute_values(ctx: FileContext, method: FunctionNode, attribute: str) -> list[ast.expr]:
     """What a method assigns to `self.<attribute>` or registers as buffer `"<attribute>"`."""
-    found: list[ast.expr] = []
+    return ctx.derived(_self_attribute_assignments, method).get(attribute, [])
+
+
+def _self_attribute_assignments(ctx: FileContext, method: FunctionNode) -> dict[str, list[ast.expr]]:
+    """Every `self.<name> = value` and `register_buffer("<name>", value)` of a method, by name: one walk of the
+    method, however many attributes are asked after."""
+    found: dict[str, list[ast.expr]] = {}
     for node in ast.walk(method):
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if _is_self_attribute(target, attribute):
-                    found.append(node.value)
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    found.setdefault(target.attr, []).append(node.value)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "register_buffer"
             and len(node.args) >= 2
             and isinstance(node.args[0], ast.Constant)
-            and node.args[0].value == attribute
+            and isinstance(node.args[0].value, str)
         ):
-            found.append(node.args[1])
+            found.setdefault(node.args[0].value, []).append(node.args[1])
     return found
-
-
-def _is_self_attribute(target: ast.expr, attribute: str) -> bool:
-    return (
-        isinstance(target, ast.Attribute)
-        and target.attr == attribute
-        and isinstance(target.value, ast.Name)
-        and target.value.id == "self"
-    )
 
 
 def _assigned_values(function: FunctionNode, name: str, before_line: int) -> list[ast.expr]:
@@ -231,8 +232,12 @@ def _assigned_values(function: FunctionNode, name: str, before_line: int) -> lis
                 and node.target.id == name
             ):
                 values.append(node.value)
-        stack.extend(ast.iter_child_nodes(node))
+        # Assignments are statements: the expressions in between need no visit.
+        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCK_PARTS))
     return values
+
+
+_BLOCK_PARTS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 def _values_bound(target: ast.expr, value: ast.expr, name: str) -> list[ast.expr]:

@@ -1,18 +1,18 @@
-"""From files to findings: read, prefilter, parse with `ast`, run the rules, apply suppressions.
+"""From files to findings: read, prefilter, parse what can match with `ast`, run the rules, apply suppressions.
 
 `check` never imports LibCST, torch or the code it reads (DESIGN §3, §7).
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from rope_lint import candidates, rotary
 from rope_lint.config import Config
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
@@ -21,10 +21,14 @@ from rope_lint.rule import Rule
 from rope_lint.rules import matches
 from rope_lint.suppressions import is_suppressed
 
+if TYPE_CHECKING:
+    from rope_lint.cache import ResultCache
+
 T = TypeVar("T")
 
-# Below this many files a process pool costs more to start than it saves.
-_PARALLEL_THRESHOLD = 48
+# Below this many files a process pool costs more to start than it saves, and a result cache more to load, hash
+# and write than it saves.
+LARGE_RUN = 48
 
 
 class Settings:
@@ -38,6 +42,9 @@ class Settings:
         verbose: bool = False,
     ) -> None:
         self.rules = rules
+        # Text that a file must contain for a rule to look at it, and the classes parsed whole (see candidates).
+        self.triggers = tuple({trigger.decode() for rule in rules for trigger in rule.triggers})
+        self.whole_class = rotary.may_be_rotary if any(rule.reads_rotary_classes for rule in rules) else None
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
         self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding
@@ -54,13 +61,18 @@ class Settings:
         return codes
 
 
-def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]:
-    """Findings for one file's text, suppressions and per-file ignores applied."""
-    triggers = tuple({trigger.decode() for rule in settings.rules for trigger in rule.triggers})
-    if not any(trigger in source for trigger in triggers):
+def check_source(
+    path: str, source: str, settings: Settings, occurrences: candidates.Occurrences | None = None
+) -> list[Diagnostic]:
+    """Findings for one file's text, suppressions and per-file ignores applied. `occurrences` are of the file's
+    bytes as read, where the caller has them."""
+    if occurrences is None:
+        occurrences = candidates.Occurrences(source.encode("utf-8", errors="surrogatepass"))
+    triggers = settings.triggers
+    if not occurrences.positions(triggers):
         return []
     try:
-        tree = ast.parse(source, filename=path)
+        tree = candidates.parse(source, occurrences, triggers, settings.whole_class, path)
     except SyntaxError as error:
         return [_error(path, SYNTAX_ERROR, f"syntax error: {error.msg}", error.lineno or 1, (error.offset or 1) - 1)]
     except (RecursionError, MemoryError):
@@ -68,7 +80,7 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
     except ValueError as error:  # null bytes, on Pythons that raise ValueError for them
         return [_error(path, SYNTAX_ERROR, f"cannot parse: {error}", 1, 0)]
     try:
-        ctx = FileContext(path, source, tree, triggers)
+        ctx = FileContext(path, source, tree, triggers, occurrences)
     except RecursionError:  # a 50,000-deep attribute chain parses, but is too deep to index
         return [_error(path, SYNTAX_ERROR, "expression too deeply nested to analyse", 1, 0)]
     ignored = settings.ignored_codes(Path(path))
@@ -94,26 +106,79 @@ def check_source(path: str, source: str, settings: Settings) -> list[Diagnostic]
 
 def read(path: Path) -> SourceFile | Diagnostic:
     """The file, or the finding that says why it cannot be read."""
+    data = read_bytes(path)
+    return data if isinstance(data, Diagnostic) else decode(path, data)
+
+
+def read_bytes(path: Path) -> bytes | Diagnostic:
     try:
         if path.is_dir():  # a folder the walk could not list: say why
             os.scandir(path).close()
             return _error(str(path), READ_ERROR, "cannot read folder", 1, 0)
-        return SourceFile.read(path)
+        return path.read_bytes()
     except OSError as error:
         return _error(str(path), READ_ERROR, f"cannot read: {error.strerror or error}", 1, 0)
+
+
+def decode(path: Path, data: bytes) -> SourceFile | Diagnostic:
+    try:
+        return SourceFile.decode(path, data)
     except ValueError as error:
         return _error(str(path), READ_ERROR, str(error), 1, 0)
 
 
 def check_file(path: Path, settings: Settings) -> list[Diagnostic]:
-    source = read(path)
+    data = read_bytes(path)
+    return [data] if isinstance(data, Diagnostic) else _check_bytes(path, data, settings)
+
+
+def check_file_keyed(path: Path, settings: Settings) -> tuple[str | None, list[Diagnostic]]:
+    """The file's findings, and the key they are cached under (None when the file could not be read)."""
+    from rope_lint.cache import content_key
+
+    data = read_bytes(path)
+    if isinstance(data, Diagnostic):
+        return None, [data]
+    return content_key(data, settings.ignored_codes(path)), _check_bytes(path, data, settings)
+
+
+def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic]:
+    # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
+    occurrences = candidates.Occurrences(data)
+    if not occurrences.positions(settings.triggers):
+        return []
+    source = decode(path, data)
     if isinstance(source, Diagnostic):
         return [source]
-    return check_source(str(path), source.text, settings)
+    occurrences.encoding = "utf-8-sig" if source.bom else source.encoding
+    return check_source(str(path), source.text, settings, occurrences)
 
 
-def check_paths(paths: Iterable[Path], settings: Settings) -> list[Diagnostic]:
-    return [d for result in map_files(partial(check_file, settings=settings), list(paths)) for d in result]
+def check_paths(paths: Iterable[Path], settings: Settings, cache: ResultCache | None = None) -> list[Diagnostic]:
+    """Every file's findings, in order. With a cache, files whose key it holds are not checked again, and it
+    learns the others."""
+    paths = list(paths)
+    if cache is None:
+        return [d for result in map_files(partial(check_file, settings=settings), paths) for d in result]
+    from rope_lint.cache import content_key
+
+    found: dict[Path, list[Diagnostic]] = {}
+    if cache:  # a run with a cache to use reads every file here, and checks only the others in parallel
+        for path in paths:
+            try:
+                key = content_key(path.read_bytes(), settings.ignored_codes(path))
+            except OSError:
+                continue
+            cached = cache.get(key, str(path))
+            if cached is not None:
+                found[path] = cached
+    unknown = [path for path in paths if path not in found]
+    results = map_files(partial(check_file_keyed, settings=settings), unknown)
+    for path, (key, diagnostics) in zip(unknown, results, strict=True):
+        found[path] = diagnostics
+        if key is not None:
+            cache.put(key, diagnostics)
+    return [d for path in paths for d in found[path]]
 
 
 def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
@@ -122,7 +187,7 @@ def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
     `work` must be picklable: a module-level function, or a `functools.partial` of one.
     """
     workers = os.cpu_count() or 1
-    if len(files) < _PARALLEL_THRESHOLD or workers < 2:
+    if len(files) < LARGE_RUN or workers < 2:
         return [work(path) for path in files]
     from concurrent.futures import ProcessPoolExecutor  # costs 25 ms to import: only for large runs
 

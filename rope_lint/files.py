@@ -6,7 +6,6 @@ import codecs
 import fnmatch
 import io
 import os
-import tokenize
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -51,23 +50,23 @@ def discover(paths: Iterable[str], excluded: Excludes) -> Iterator[Path]:
 
 def _walk(folder: Path, excluded: Excludes) -> Iterator[Path]:
     unreadable: list[OSError] = []
+    # Strings, not Paths, until a file is yielded: a Path per folder entry costs more than the walk.
     for root, folders, files in os.walk(folder, onerror=unreadable.append):
         # A folder that cannot be listed is yielded itself, so that reading it reports why (engine.read).
         while unreadable:
             failed = unreadable.pop()
             yield Path(failed.filename or root)
-        here = Path(root)
         folders[:] = sorted(
             name
             for name in folders
             if not name.startswith(".")
             and name not in _SKIPPED_FOLDERS
-            and not (here / name / "pyvenv.cfg").exists()
-            and not excluded(here / name)
+            and not os.path.exists(os.path.join(root, name, "pyvenv.cfg"))
+            and not (excluded.patterns and excluded(Path(root, name)))
         )
         for name in sorted(files):
-            if name.endswith((".py", ".pyi")) and not excluded(here / name):
-                yield here / name
+            if name.endswith((".py", ".pyi")) and not (excluded.patterns and excluded(Path(root, name))):
+                yield Path(root, name)
     while unreadable:
         failed = unreadable.pop()
         yield Path(failed.filename or folder)
@@ -85,10 +84,14 @@ class SourceFile(NamedTuple):
     @classmethod
     def read(cls, path: Path) -> SourceFile:
         """Raises OSError, or ValueError for bytes that are not source text."""
-        data = path.read_bytes()
+        return cls.decode(path, path.read_bytes())
+
+    @classmethod
+    def decode(cls, path: Path, data: bytes) -> SourceFile:
+        """Raises ValueError for bytes that are not source text."""
         try:
             # A PEP 263 coding cookie or a UTF-8 BOM decides the encoding, as for Python itself.
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            encoding = _declared_encoding(data)
             bom = encoding == "utf-8-sig"
             encoding = "utf-8" if bom else encoding
             text = data.removeprefix(codecs.BOM_UTF8).decode(encoding) if bom else data.decode(encoding)
@@ -99,3 +102,16 @@ class SourceFile(NamedTuple):
     def encode(self, text: str) -> bytes:
         """Edited text back to bytes, in the file's own encoding and with its BOM."""
         return (codecs.BOM_UTF8 if self.bom else b"") + text.encode(self.encoding)
+
+
+def _declared_encoding(data: bytes) -> str:
+    """The encoding Python reads `data` in. Most files declare nothing: those skip `tokenize`, which costs more
+    to import than a small file takes to check."""
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1) if first != -1 else -1
+    head = data if second == -1 else data[:second]  # a cookie is on the first or second line
+    if not data.startswith(codecs.BOM_UTF8) and b"coding" not in head:
+        return "utf-8"
+    import tokenize
+
+    return tokenize.detect_encoding(io.BytesIO(data).readline)[0]

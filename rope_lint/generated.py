@@ -186,8 +186,9 @@ def _parent_files(modular: Path, tree: ast.Module) -> dict[str, Path]:
 def _same_kind(class_name: str, modular: Path, tree: ast.Module) -> list[str]:
     """Classes of the parent models named like `class_name` but for the model prefix (`LlamaRotaryEmbedding` for
     `MistralRotaryEmbedding`), longest shared suffix first."""
-    candidates = list(_parent_files(modular, tree))
-    for path in set(_parent_files(modular, tree).values()):
+    parents = _parent_files(modular, tree)
+    candidates = list(parents)
+    for path in dict.fromkeys(parents.values()):  # in import order, not a set's: the same answer on every run
         parent_tree = _parse(path)
         candidates += [node.name for node in parent_tree.body if isinstance(node, ast.ClassDef)] if parent_tree else []
     words = _CAMEL_BOUNDARY.split(class_name)

@@ -11,13 +11,24 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from rope_lint.context import FileContext, FunctionNode
+from rope_lint.context import FileContext, FunctionNode, is_self_attribute
 
 ROTARY_CLASS_NAME = re.compile(r"Rotary|Rope|RoPE")
+_ROTARY_CLASS_NAME_BYTES = re.compile(ROTARY_CLASS_NAME.pattern.encode())
 _TABLE_NAME = re.compile(r"inv_freq|(cos|sin)_?cache|cached_(cos|sin)|(cos|sin)_table")
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16"})
 # Text that every table name contains one of (see _TABLE_NAME): files and statements without any hold no table.
-TABLE_NEEDLES = ("inv_freq", "cos_cache", "sin_cache", "coscache", "sincache", "cached_cos", "cached_sin", "_table")
+TABLE_NEEDLES = (
+    "inv_freq",
+    "cos_cache",
+    "sin_cache",
+    "coscache",
+    "sincache",
+    "cached_cos",
+    "cached_sin",
+    "cos_table",
+    "sin_table",
+)
 TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
 
 
@@ -35,7 +46,19 @@ def is_table_name(name: str) -> bool:
     return bool(_TABLE_NAME.search(name))
 
 
+def may_be_rotary(class_text: bytes) -> bool:
+    """Whether a class, from its `class` keyword on, can be a rotary class: its name or bases say so, or it
+    mentions a table. Decided on the file's bytes, before parsing: the rotary rules need every method of such a
+    class."""
+    header = class_text[: class_text.find(b"\n")]
+    return bool(_ROTARY_CLASS_NAME_BYTES.search(header)) or any(needle in class_text for needle in TABLE_TRIGGERS)
+
+
 def rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
+    return ctx.derived(_rotary_classes)
+
+
+def _rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
     classes = [node for node in ctx.tree.body if isinstance(node, ast.ClassDef)]
     with_tables = set(ctx.statements_with(TABLE_NEEDLES))
     rotary = {
@@ -81,14 +104,17 @@ def reachable_from_init(references: dict[str, set[str]]) -> set[str]:
     return reached | {name for name in references if "cache" in name or "rope_parameters" in name}
 
 
-def table_stores(ctx: FileContext) -> Iterator[TableStore]:
+def table_stores(ctx: FileContext) -> list[TableStore]:
     """Every store of a table in the file."""
-    for statement in ctx.statements_with(TABLE_NEEDLES):
-        yield from _table_stores_under(ctx, statement)
+    return ctx.derived(_table_stores)
+
+
+def _table_stores(ctx: FileContext) -> list[TableStore]:
+    return [store for statement in ctx.statements_with(TABLE_NEEDLES) for store in _table_stores_under(ctx, statement)]
 
 
 def _table_stores_under(ctx: FileContext, scope: ast.AST) -> Iterator[TableStore]:
-    for node in ast.walk(scope):
+    for node in ctx.walk_near(scope, TABLE_NEEDLES):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
             name = _literal_name(node.args[0]) if node.args else None
             value = node.args[1] if len(node.args) > 1 else _keyword(node, "tensor")
@@ -99,7 +125,7 @@ def _table_stores_under(ctx: FileContext, scope: ast.AST) -> Iterator[TableStore
                 yield _store(ctx, node, name, node.args[2])
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if _is_self_attribute(target) and is_table_name(target.attr):
+            if is_self_attribute(target) and is_table_name(target.attr):
                 yield _store(ctx, node, target.attr, node.value)
 
 
@@ -159,7 +185,3 @@ def _literal_name(node: ast.expr) -> str | None:
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
-
-
-def _is_self_attribute(node: ast.expr) -> bool:
-    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"

@@ -7,7 +7,6 @@ suite, so the documentation cannot drift from the behaviour.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
@@ -41,6 +40,10 @@ class Rule:
     name: ClassVar[str]
     # Bytes that every file this rule can flag contains: files without any of them are never parsed.
     triggers: ClassVar[tuple[bytes, ...]]
+    # Whether the rule reads every method of the classes that may be rotary (`rotary.may_be_rotary`): the RPL2xx
+    # rules follow `self.` calls from `__init__`. Other rules read the function around a trigger and the
+    # `__init__` of its class, and the other methods of a class are not parsed.
+    reads_rotary_classes: ClassVar[bool] = False
     # How the rule fixes, for the rules table: "safe", "unsafe", "sometimes" or "none".
     fixability: ClassVar[str]
     examples: ClassVar[tuple[Valid | Invalid, ...]]
@@ -63,4 +66,6 @@ class Rule:
 
     @classmethod
     def _docstring(cls) -> str:
+        import textwrap  # only `rule` and `rules` print documentation
+
         return textwrap.dedent(cls.__doc__ or "").strip()

@@ -40,6 +40,7 @@ class LowPrecisionRopeCache(Rule):
     code = "RPL201"
     name = "low-precision-rope-cache"
     triggers = rotary.TABLE_TRIGGERS
+    reads_rotary_classes = True
     fixability = "unsafe"
     rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
 

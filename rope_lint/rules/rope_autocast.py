@@ -46,6 +46,7 @@ class RopeAutocast(Rule):
     code = "RPL204"
     name = "rope-autocast"
     triggers = (b"inv_freq",)
+    reads_rotary_classes = True
     fixability = "safe"
     rewrite = Fix(FixSafety.SAFE, (("codemod", "rope_autocast"),))
 

@@ -43,6 +43,7 @@ class RopeBufferDowncast(Rule):
     code = "RPL202"
     name = "rope-buffer-downcast"
     triggers = rotary.TABLE_TRIGGERS
+    reads_rotary_classes = True
     fixability = "unsafe"
     rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
 

@@ -45,6 +45,7 @@ class RopeDeviceMath(Rule):
     code = "RPL203"
     name = "rope-device-math"
     triggers = (b"inv_freq", b"Rotary")
+    reads_rotary_classes = True
     fixability = "unsafe"
     rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
 

@@ -1,0 +1,110 @@
+"""The result cache of `check`: findings by file content, so that a second run reads files but checks none.
+
+A file's entry is keyed by its bytes and the codes its path ignores (`content_key`); the cache file is named
+by everything else its findings depend on: rope-lint's own code, the rules selected and their settings. It lives in
+`.rope_lint_cache/` beside the configuration, which holds a `.gitignore` of its own, as ruff's cache does. Runs of
+fewer files than `engine.LARGE_RUN` check them without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import time
+from pathlib import Path
+
+from rope_lint.diagnostics import Diagnostic
+
+FOLDER = ".rope_lint_cache"
+# A cache file no run has written for this long belongs to an old version or an old configuration.
+_STALE_SECONDS = 30 * 24 * 3600
+# Past this many entries, a cache keeps only the files of the run that writes it.
+_MAX_ENTRIES = 100_000
+
+
+class ResultCache:
+    def __init__(self, folder: Path, settings_key: str) -> None:
+        self.folder = folder
+        self.file = folder / f"check-{settings_key}.pickle"
+        self._entries: dict[str, tuple[Diagnostic, ...]] = {}
+        self._seen: dict[str, tuple[Diagnostic, ...]] = {}
+        try:
+            with self.file.open("rb") as stream:
+                loaded = pickle.load(stream)
+            if isinstance(loaded, dict):
+                self._entries = loaded
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
+            pass  # no cache yet, or one that cannot be read: the run checks every file and writes a new one
+
+    @classmethod
+    def for_run(cls, root: Path, rule_codes: list[str], per_file_ignores: dict[str, list[str]]) -> ResultCache:
+        digest = hashlib.blake2b(_code_version().encode(), digest_size=12)
+        digest.update(repr((sorted(rule_codes), sorted(per_file_ignores.items()))).encode())
+        return cls(root / FOLDER, digest.hexdigest())
+
+    def __bool__(self) -> bool:
+        """Whether the cache holds anything to look up."""
+        return bool(self._entries)
+
+    def get(self, key: str, path: str) -> list[Diagnostic] | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        self._seen[key] = found
+        return [diagnostic._replace(path=path) for diagnostic in found]
+
+    def put(self, key: str, diagnostics: list[Diagnostic]) -> None:
+        self._seen[key] = tuple(diagnostics)
+
+    def save(self) -> None:
+        """Write the cache, atomically; a folder that cannot be written leaves the run uncached, not failed."""
+        new = {key: found for key, found in self._seen.items() if key not in self._entries}
+        if not new:
+            return
+        entries = {**self._entries, **new} if len(self._entries) + len(new) <= _MAX_ENTRIES else self._seen
+        try:
+            self.folder.mkdir(exist_ok=True)
+            ignore = self.folder / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# Created by rope-lint\n*\n")
+            import tempfile  # only a run that learned something writes
+
+            descriptor, temporary = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
+        except OSError:
+            return
+        try:
+            with os.fdopen(descriptor, "wb") as stream:
+                pickle.dump(entries, stream, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(temporary, self.file)
+            _remove_stale(self.folder)
+        except OSError:
+            Path(temporary).unlink(missing_ok=True)
+
+
+def content_key(data: bytes, ignored_codes: list[str]) -> str:
+    """What a file's findings depend on besides the rules: its bytes, and the codes its path ignores."""
+    digest = hashlib.sha256(data)  # the fastest of hashlib's here: SHA extensions in the CPU
+    digest.update(",".join(ignored_codes).encode())
+    return digest.hexdigest()
+
+
+def _code_version() -> str:
+    """rope-lint's version and the size and time of each of its modules: an edited rule is a new rule set."""
+    package = Path(__file__).parent
+    parts = []
+    for folder in (package, package / "rules"):
+        for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):
+            if entry.name.endswith(".py"):
+                stat = entry.stat()
+                parts.append(f"{folder.name}/{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    from rope_lint import __version__
+
+    return __version__ + ";" + ";".join(parts)
+
+
+def _remove_stale(folder: Path) -> None:
+    now = time.time()
+    for entry in os.scandir(folder):
+        if entry.name.startswith(("check-", ".tmp-")) and now - entry.stat().st_mtime > _STALE_SECONDS:
+            os.unlink(entry.path)

@@ -1,0 +1,295 @@
+"""Which parts of a file can hold a finding, so that only those are parsed (DESIGN §3).
+
+A rule's search starts where its trigger text is: the top-level statements that contain a trigger (and the imports,
+which resolve names) are the only ones parsed. The others are blanked to empty lines, which keeps every line and
+column where it was and costs the parser almost nothing. Parsing a modeling file this way takes a fifth of the
+time of parsing all of it, and the result is the same: where the split into statements is in doubt, the whole
+file is parsed.
+
+All of it works on the file's bytes (UTF-8 unless a coding cookie says otherwise; every needle is ASCII), as read:
+the text a rule reads is decoded once, beside. Bytes are searched with `bytes.find`, once per needle: a regex
+alternation of a dozen words scans ten times slower.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import functools
+import re
+from collections.abc import Callable
+
+
+@functools.cache
+def _statement_start(indent: bytes) -> re.Pattern[bytes]:
+    """A line that begins a statement at `indent`: neither a blank, a comment nor a closing bracket follows it."""
+    return re.compile(rb"\n" + indent + rb"[^ \t\f\r\n#)\]}]")
+
+
+# The indentation of a class's methods: the least that any `def` or decorator in it has.
+_MEMBER_DEF = re.compile(rb"\n([ \t]+)(?:async[ \t]+def[ \t]|def[ \t]|@)")
+_DEFINITION_START = re.compile(rb"class[ \t]|def[ \t]|async[ \t]+def[ \t]")
+_DEFINITION = re.compile(rb"(?:async[ \t]+)?def[ \t]+(\w+)")
+
+
+@functools.cache
+def _definition_line(indent: bytes) -> re.Pattern[bytes]:
+    return re.compile(rb"\n" + indent + rb"(?=class[ \t]|def[ \t]|async[ \t])")
+
+
+# Clauses of the compound statement before them, not statements of their own.
+_CLAUSE = re.compile(rb"(?:else|elif|except|finally)\b")
+_NOT_A_STATEMENT = frozenset(b" \t\f\r\n#")
+
+
+class Occurrences:
+    """Where each needle occurs in one file's bytes: every needle is searched once, however many rules ask."""
+
+    def __init__(self, data: bytes, encoding: str = "utf-8") -> None:
+        self.data = data
+        self.encoding = encoding  # of `data`: "utf-8-sig" where it starts with a byte order mark
+        self._positions: dict[str, list[int]] = {}
+        self._lines: dict[tuple[str, ...], list[int]] = {}
+
+    def positions(self, needles: tuple[str, ...]) -> list[int]:
+        """Where any of `needles` occurs, in order."""
+        found: list[int] = []
+        for needle in needles:
+            if needle not in self._positions:
+                self._positions[needle] = _find_all(self.data, needle.encode())
+            found.extend(self._positions[needle])
+        return sorted(found)
+
+    def lines(self, needles: tuple[str, ...]) -> list[int]:
+        """The lines on which any of `needles` occurs, in order."""
+        if needles not in self._lines:
+            self._lines[needles] = line_numbers(self.data, self.positions(needles))
+        return self._lines[needles]
+
+    def marked(self, needles: tuple[str, ...]) -> list[int]:
+        """Where any of `needles` occurs, and where an import statement's `import` is: the places whose statements
+        a rule must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
+        imports = [position for position in self.positions(("import ",)) if _is_import(self.data, position)]
+        return sorted(self.positions(needles) + imports)
+
+
+def _find_all(source: bytes, needle: bytes) -> list[int]:
+    found = []
+    start = source.find(needle)
+    while start != -1:
+        found.append(start)
+        start = source.find(needle, start + 1)
+    return found
+
+
+def _is_import(source: bytes, position: int) -> bool:
+    line = source[source.rfind(b"\n", 0, position) + 1 : position].lstrip()
+    return not line or line.startswith(b"from ")
+
+
+def line_numbers(source: bytes, positions: list[int]) -> list[int]:
+    """The 1-based line of each of the sorted `positions`, each line once, counting lines as `ast` does."""
+    numbers: list[int] = []
+    line, previous = 1, 0
+    for position in positions:
+        line += source.count(b"\n", previous, position)
+        previous = position
+        if not numbers or numbers[-1] != line:
+            numbers.append(line)
+    return numbers
+
+
+def parse(
+    source: str,
+    occurrences: Occurrences,
+    needles: tuple[str, ...],
+    whole_class: Callable[[bytes], bool] | None,
+    filename: str,
+) -> ast.Module:
+    """The syntax tree of the file without the functions and classes that contain none of `needles`; raises what
+    `ast.parse` raises, for the whole file, when the file does not parse.
+
+    Of a class, only the methods holding a needle are kept, with `__init__` (where attributes get their values)
+    and every statement that is not a method; unless `whole_class` says, of the class's text from its `class`
+    keyword on, that it is to be kept whole."""
+    reduced = _reduced(occurrences, needles, whole_class)
+    if reduced is not None:
+        data, expected = reduced
+        try:
+            # Parsed as text, as the whole file would be: a coding cookie is no longer the parser's to apply.
+            tree = ast.parse(data.decode(occurrences.encoding), filename=filename)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # UnicodeDecodeError is a ValueError
+            tree = None  # a split that cut through a bracket or a string: the whole file decides
+        if tree is not None and _first_lines(tree.body) == expected[0] and _members_as_expected(tree, expected):
+            return tree
+    return ast.parse(source, filename=filename)
+
+
+# The first line of every kept region, by the first line of the statement that holds it (0 for the module).
+_Expected = dict[int, set[int]]
+
+
+def _reduced(
+    occurrences: Occurrences, needles: tuple[str, ...], whole_class: Callable[[bytes], bool] | None
+) -> tuple[bytes, _Expected] | None:
+    """The source with the statements that hold no needle blanked, and where each kept one begins; None when
+    the split is in doubt or would keep everything."""
+    source = occurrences.data
+    if source.count(b"\r") != source.count(b"\r\n"):
+        return None  # lone carriage returns end lines for `ast` but not for the counting here
+    strings = _triple_quoted_spans(occurrences)
+    if strings is None:
+        return None
+    statements = _regions(source, strings, 0, len(source), b"")
+    if not statements or not _only_comments(source[: statements[0][0]]):
+        return None
+    marks = occurrences.marked(needles)
+    kept: list[tuple[int, int]] = []
+    members: dict[int, list[tuple[int, int]]] = {}  # by the index in `kept` of their class
+    headers = [_after_decorators(source, start, end) for start, end in statements]
+    definitions = [bool(_DEFINITION_START.match(source, header)) for header in headers]
+    # A rule may read the statements before a trigger in its block: where the module's own code (not its functions
+    # and classes) holds a trigger, all of that code is kept.
+    triggers = occurrences.positions(needles)
+    module_code = any(
+        not definition and _holds(triggers, start, end)
+        for (start, end), definition in zip(statements, definitions, strict=True)
+    )
+    for (start, end), header, definition in zip(statements, headers, definitions, strict=True):
+        if not _holds(marks, start, end):
+            if module_code and not definition:
+                kept.append((start, end))
+            continue
+        if source.startswith(b"class ", header) and not (whole_class and whole_class(source[header:end])):
+            kept_members = _kept_members(source, strings, start, header, end, marks)
+            if kept_members is not None:
+                members[len(kept)] = kept_members
+                kept.extend(kept_members)
+                continue
+        kept.append((start, end))
+    if kept == statements:
+        return None
+    text, first_lines = _assemble(source, kept)
+    expected: _Expected = {0: set()}
+    class_of = {index: owner for owner, owned in members.items() for index in range(owner, owner + len(owned))}
+    for index, line in enumerate(first_lines):
+        owner = class_of.get(index)
+        if owner is None:
+            expected[0].add(line)
+        elif index == owner:  # the class's own header
+            expected[0].add(line)
+            expected[line] = set()
+        else:
+            expected[first_lines[owner]].add(line)
+    return text, expected
+
+
+def _kept_members(
+    source: bytes, strings: list[int], start: int, header: int, end: int, marks: list[int]
+) -> list[tuple[int, int]] | None:
+    """A class's decorators and header, then the members worth parsing; None when its members cannot be told
+    apart."""
+    indents = [match.group(1) for match in _MEMBER_DEF.finditer(source, header, end)]
+    if not indents:
+        return None
+    indent = min(indents, key=len)
+    members = _regions(source, strings, header, end, indent)
+    if not members:
+        return None
+    kept = [(start, members[0][0])]
+    for member_start, member_end in members:
+        definition = _DEFINITION.match(source, _after_decorators(source, member_start, member_end, indent))
+        if definition is None or definition.group(1) == b"__init__" or _holds(marks, member_start, member_end):
+            kept.append((member_start, member_end))
+    return kept
+
+
+def _regions(source: bytes, strings: list[int], begin: int, end: int, indent: bytes) -> list[tuple[int, int]]:
+    """The statements at `indent` between `begin` and `end`, as offset ranges: each starts on a line indented by
+    `indent` exactly, outside triple-quoted strings, that is neither a clause (`else:`) nor the definition after
+    a decorator, and runs to the next."""
+    candidates = [0] if begin == 0 and source and source[0] not in _NOT_A_STATEMENT else []
+    candidates.extend(match.start() + 1 for match in _statement_start(indent).finditer(source, begin, end))
+    starts: list[int] = []
+    after_decorator = False
+    for start in candidates:
+        inside = bisect.bisect_left(strings, start) % 2 == 1  # a line that opens a string is outside it
+        if inside or _CLAUSE.match(source, start + len(indent)):
+            continue
+        if not after_decorator:
+            starts.append(start)
+        after_decorator = source.startswith(b"@", start + len(indent))
+    return list(zip(starts, [*starts[1:], end], strict=True))
+
+
+def _assemble(source: bytes, regions: list[tuple[int, int]]) -> tuple[bytes, list[int]]:
+    """The regions' text in place, everything else blank lines; and the first line of each region."""
+    pieces: list[bytes] = []
+    first_lines: list[int] = []
+    line, previous = 1, 0
+    for start, end in regions:
+        blank = source.count(b"\n", previous, start)
+        pieces.append(b"\n" * blank)
+        line += blank
+        first_lines.append(line)
+        pieces.append(source[start:end])
+        line += source.count(b"\n", start, end)
+        previous = end
+    return b"".join(pieces), first_lines
+
+
+def _holds(positions: list[int], start: int, end: int) -> bool:
+    index = bisect.bisect_left(positions, start)
+    return index < len(positions) and positions[index] < end
+
+
+def _after_decorators(source: bytes, start: int, end: int, indent: bytes = b"") -> int:
+    """Where a statement's text begins once its decorators, of one line or of several, are passed."""
+    if not source.startswith(b"@", start + len(indent)):
+        return start + len(indent)
+    match = _definition_line(indent).search(source, start, end)
+    return match.end() if match else start
+
+
+def _members_as_expected(tree: ast.Module, expected: _Expected) -> bool:
+    for statement in tree.body:
+        members = expected.get(_first_line(statement))
+        if members is not None and not (
+            isinstance(statement, ast.ClassDef) and _first_lines(statement.body) == members
+        ):
+            return False
+    return True
+
+
+def _first_lines(statements: list[ast.stmt]) -> set[int]:
+    return {_first_line(statement) for statement in statements}
+
+
+def _triple_quoted_spans(occurrences: Occurrences) -> list[int] | None:
+    """Sorted offsets that alternate between a triple-quoted string's opening and its closing; None when they do
+    not pair up."""
+    source = occurrences.data
+    quotes = occurrences.positions(('"""', "'''"))
+    bounds: list[int] = []
+    opening: bytes | None = None
+    for position in quotes:
+        if bounds and position < bounds[-1] + 3:
+            continue  # `""""`: the same run of quotes
+        quote = source[position : position + 3]
+        if opening is None:
+            opening = quote
+            bounds.append(position)
+        elif quote == opening:
+            opening = None
+            bounds.append(position)
+    return None if opening is not None else bounds
+
+
+def _first_line(statement: ast.stmt) -> int:
+    """Where a statement's text begins: a decorated definition's line is that of its `def`, not its decorator."""
+    decorators = getattr(statement, "decorator_list", [])
+    return min([statement.lineno, *(decorator.lineno for decorator in decorators)])
+
+
+def _only_comments(text: bytes) -> bool:
+    return all(not line.strip() or line.lstrip().startswith(b"#") for line in text.splitlines())
