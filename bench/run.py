@@ -2,9 +2,11 @@
 
     python bench/run.py [--repeat 5] [--corpus PATH]
 
-Each command runs `--repeat` times; the table gives the median wall time, the ratio to ruff's time in the same
-run, and the peak memory (max RSS) of one run. Without --corpus, the transformers 4.37.2 wheel is downloaded once into
-the git-ignored `.cache/` and unpacked there.
+Each command runs `--repeat` times, the commands taking turns; the table gives the median wall time, the ratio to
+ruff's median in the same run, and the peak memory (max RSS) of the largest process. "cold" is `--no-cache`; "warm"
+reads the result cache that an earlier run over the unchanged tree wrote (in `.rope_lint_cache/` of the current
+folder's project). Without --corpus, the transformers 4.37.2 wheel is downloaded once into the git-ignored `.cache/`
+and unpacked there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "bench"
@@ -50,11 +53,11 @@ def timed(command: list[str], prepare: Callable[[], None] | None = None) -> tupl
         return elapsed, int(report.read().split()[-1])
 
 
-def measure(
-    name: str, command: list[str], repeat: int, prepare: Callable[[], None] | None = None
-) -> tuple[str, float, int]:
-    runs = [timed(command, prepare) for _ in range(repeat)]
-    return name, statistics.median(t for t, _ in runs), max(m for _, m in runs)
+class Row(NamedTuple):
+    name: str
+    command: list[str]
+    baseline: str | None  # the row this one is compared with: ruff's, in the same run
+    prepare: Callable[[], None] | None = None
 
 
 def main() -> None:
@@ -67,35 +70,49 @@ def main() -> None:
     rope_lint = [shutil.which("rope-lint")] if shutil.which("rope-lint") else [sys.executable, "-m", "rope_lint"]
     ruff = [shutil.which("ruff") or "ruff", "check", "--select", "E,F", "--no-cache", "--isolated"]
     ruff += ["--output-format", "concise"]
-    rows = [
-        measure("ruff, whole tree", [*ruff, str(models)], args.repeat),
-        measure("rope-lint check, whole tree", [*rope_lint, "check", "--quiet", str(models)], args.repeat),
-        measure("ruff, one file", [*ruff, str(one_file)], args.repeat),
-        measure("rope-lint check, one file", [*rope_lint, "check", "--quiet", str(one_file)], args.repeat),
-    ]
+    check = [*rope_lint, "check", "--quiet"]
     scratch = Path(tempfile.mkdtemp())
+    cache = Path.cwd() / ".rope_lint_cache"
 
     def fresh_copy() -> None:
         shutil.rmtree(scratch / "models", ignore_errors=True)
         shutil.copytree(models, scratch / "models")
 
-    fix = [*rope_lint, "fix", "--unsafe-fixes", str(scratch / "models")]
-    rows.append(measure("rope-lint fix --unsafe-fixes, whole tree", fix, args.repeat, fresh_copy))
+    rows = [
+        Row("ruff, whole tree", [*ruff, str(models)], None),
+        Row("rope-lint check, whole tree, cold", [*check, "--no-cache", str(models)], "ruff, whole tree"),
+        # The cache of the run before holds every file: a run with unchanged files.
+        Row("rope-lint check, whole tree, warm", [*check, str(models)], "ruff, whole tree"),
+        Row("ruff, one file", [*ruff, str(one_file)], None),
+        Row("rope-lint check, one file", [*check, str(one_file)], "ruff, one file"),
+        Row("rope-lint fix --unsafe-fixes, whole tree", [*rope_lint, "fix", "--unsafe-fixes", str(scratch / "models")],
+            None, fresh_copy),
+    ]  # fmt: skip
     for tool, command in (
         ("torchfix", ["torchfix", str(models)]),
         ("fixit", ["fixit", "lint", str(models)]),
         ("semgrep", ["semgrep", "--quiet", "-e", "torch.arange(..., dtype=torch.float)", "-l", "python", str(models)]),
     ):
         if shutil.which(tool):
-            rows.append(measure(f"{tool}, whole tree", command, args.repeat))
+            rows.append(Row(f"{tool}, whole tree", command, "ruff, whole tree"))
+    subprocess.run([*check, str(models)], capture_output=True)  # fills the cache for the warm row
+    # Each repetition runs every row once, in turn, so that a machine that slows down mid-run slows every row alike.
+    times: dict[str, list[float]] = {row.name: [] for row in rows}
+    peaks: dict[str, int] = dict.fromkeys(times, 0)
+    for _ in range(args.repeat):
+        for row in rows:
+            seconds, peak = timed(row.command, row.prepare)
+            times[row.name].append(seconds)
+            peaks[row.name] = max(peaks[row.name], peak)
     shutil.rmtree(scratch)
-    whole, single = rows[0][1], rows[2][1]
     files = len(list(models.rglob("*.py")))
     print(f"corpus: {models} ({files} files), {args.repeat} runs each, {os.cpu_count()} cores")
+    print(f"cache: {cache}")
     print(f"{'command':<44} {'median s':>9} {'x ruff':>7} {'peak MB':>8}")
-    for name, seconds, peak in rows:
-        base = single if "one file" in name else whole
-        print(f"{name:<44} {seconds:>9.3f} {seconds / base:>7.2f} {peak / 1024:>8.0f}")
+    for row in rows:
+        median = statistics.median(times[row.name])
+        ratio = f"{median / statistics.median(times[row.baseline]):>7.2f}" if row.baseline else f"{'':>7}"
+        print(f"{row.name:<44} {median:>9.3f} {ratio} {peaks[row.name] / 1024:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import ast
 import bisect
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 
 @functools.cache
@@ -37,6 +37,9 @@ def _definition_line(indent: bytes) -> re.Pattern[bytes]:
     return re.compile(rb"\n" + indent + rb"(?=class[ \t]|def[ \t]|async[ \t])")
 
 
+# Whether a rule can flag the trigger at a position of a file's bytes.
+Screen = Callable[[bytes, int], bool]
+
 # Clauses of the compound statement before them, not statements of their own.
 _CLAUSE = re.compile(rb"(?:else|elif|except|finally)\b")
 _NOT_A_STATEMENT = frozenset(b" \t\f\r\n#")
@@ -45,10 +48,13 @@ _NOT_A_STATEMENT = frozenset(b" \t\f\r\n#")
 class Occurrences:
     """Where each needle occurs in one file's bytes: every needle is searched once, however many rules ask."""
 
-    def __init__(self, data: bytes, encoding: str = "utf-8") -> None:
+    def __init__(self, data: bytes, encoding: str = "utf-8", screens: Mapping[str, Screen] | None = None) -> None:
         self.data = data
         self.encoding = encoding  # of `data`: "utf-8-sig" where it starts with a byte order mark
+        # By needle, what tells an occurrence no rule can flag from one that starts a search (see `Rule.may_flag`).
+        self.screens = screens or {}
         self._positions: dict[str, list[int]] = {}
+        self._triggered: dict[str, list[int]] = {}
         self._lines: dict[tuple[str, ...], list[int]] = {}
 
     def positions(self, needles: tuple[str, ...]) -> list[int]:
@@ -66,11 +72,24 @@ class Occurrences:
             self._lines[needles] = line_numbers(self.data, self.positions(needles))
         return self._lines[needles]
 
+    def triggered(self, needles: tuple[str, ...]) -> list[int]:
+        """Where any of `needles` occurs and its screen, if any, lets a rule start there, in order."""
+        found: list[int] = []
+        for needle in needles:
+            if needle not in self._triggered:
+                screen = self.screens.get(needle)
+                positions = self.positions((needle,))
+                self._triggered[needle] = (
+                    positions if screen is None else [p for p in positions if screen(self.data, p)]
+                )
+            found.extend(self._triggered[needle])
+        return sorted(found)
+
     def marked(self, needles: tuple[str, ...]) -> list[int]:
-        """Where any of `needles` occurs, and where an import statement's `import` is: the places whose statements
-        a rule must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
+        """The triggered places, and where an import statement's `import` is: the places whose statements a rule
+        must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
         imports = [position for position in self.positions(("import ",)) if _is_import(self.data, position)]
-        return sorted(self.positions(needles) + imports)
+        return sorted(self.triggered(needles) + imports)
 
 
 def _find_all(source: bytes, needle: bytes) -> list[int]:
@@ -150,7 +169,7 @@ def _reduced(
     definitions = [bool(_DEFINITION_START.match(source, header)) for header in headers]
     # A rule may read the statements before a trigger in its block: where the module's own code (not its functions
     # and classes) holds a trigger, all of that code is kept.
-    triggers = occurrences.positions(needles)
+    triggers = occurrences.triggered(needles)
     module_code = any(
         not definition and _holds(triggers, start, end)
         for (start, end), definition in zip(statements, definitions, strict=True)

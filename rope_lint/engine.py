@@ -44,6 +44,12 @@ class Settings:
         self.rules = rules
         # Text that a file must contain for a rule to look at it, and the classes parsed whole (see candidates).
         self.triggers = tuple({trigger.decode() for rule in rules for trigger in rule.triggers})
+        self.screens = {
+            trigger: partial(_any_may_flag, screening)
+            for trigger in self.triggers
+            if (screening := tuple(rule for rule in rules if trigger.encode() in rule.triggers))
+            and all(type(rule).may_flag is not Rule.may_flag for rule in screening)
+        }
         self.whole_class = rotary.may_be_rotary if any(rule.reads_rotary_classes for rule in rules) else None
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
@@ -61,15 +67,19 @@ class Settings:
         return codes
 
 
+def _any_may_flag(rules: tuple[Rule, ...], data: bytes, position: int) -> bool:
+    return any(rule.may_flag(data, position) for rule in rules)
+
+
 def check_source(
     path: str, source: str, settings: Settings, occurrences: candidates.Occurrences | None = None
 ) -> list[Diagnostic]:
     """Findings for one file's text, suppressions and per-file ignores applied. `occurrences` are of the file's
     bytes as read, where the caller has them."""
     if occurrences is None:
-        occurrences = candidates.Occurrences(source.encode("utf-8", errors="surrogatepass"))
+        occurrences = candidates.Occurrences(source.encode("utf-8", errors="surrogatepass"), screens=settings.screens)
     triggers = settings.triggers
-    if not occurrences.positions(triggers):
+    if not occurrences.triggered(triggers):
         return []
     try:
         tree = candidates.parse(source, occurrences, triggers, settings.whole_class, path)
@@ -144,8 +154,8 @@ def check_file_keyed(path: Path, settings: Settings) -> tuple[str | None, list[D
 
 def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic]:
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
-    occurrences = candidates.Occurrences(data)
-    if not occurrences.positions(settings.triggers):
+    occurrences = candidates.Occurrences(data, screens=settings.screens)
+    if not occurrences.triggered(settings.triggers):
         return []
     source = decode(path, data)
     if isinstance(source, Diagnostic):

@@ -44,6 +44,14 @@ class Rule:
     # rules follow `self.` calls from `__init__`. Other rules read the function around a trigger and the
     # `__init__` of its class, and the other methods of a class are not parsed.
     reads_rotary_classes: ClassVar[bool] = False
+
+    @staticmethod
+    def may_flag(data: bytes, position: int) -> bool:
+        """Whether the trigger at `position` of a file's bytes can start a finding of this rule: a screen on the
+        text, before anything is parsed, that says False only where the rule cannot flag. An occurrence that every
+        rule with that trigger screens out is neither parsed nor indexed."""
+        return True
+
     # How the rule fixes, for the rules table: "safe", "unsafe", "sometimes" or "none".
     fixability: ClassVar[str]
     examples: ClassVar[tuple[Valid | Invalid, ...]]

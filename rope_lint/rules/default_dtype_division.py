@@ -48,6 +48,7 @@ class DefaultDtypeDivision(Rule):
     code = "RPL103"
     name = "default-dtype-division"
     triggers = (b"arange",)
+    may_flag = staticmethod(enumerations.may_be_hazard)
     fixability = "safe"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

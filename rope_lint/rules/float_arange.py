@@ -50,6 +50,7 @@ class FloatArange(Rule):
     code = "RPL101"
     name = "float-arange"
     triggers = (b"arange",)
+    may_flag = staticmethod(enumerations.may_be_hazard)
     fixability = "sometimes"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

@@ -46,6 +46,7 @@ class FloatLiteralArange(Rule):
     code = "RPL102"
     name = "float-literal-arange"
     triggers = (b"arange",)
+    may_flag = staticmethod(enumerations.may_be_hazard)
     fixability = "safe"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

@@ -44,7 +44,7 @@ class RopeDeviceMath(Rule):
 
     code = "RPL203"
     name = "rope-device-math"
-    triggers = (b"inv_freq", b"Rotary")
+    triggers = (b"inv_freq", b"Rotary", b"Rope", b"RoPE")  # the table, or a rotary class by its name
     reads_rotary_classes = True
     fixability = "unsafe"
     rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
