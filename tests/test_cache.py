@@ -1,0 +1,274 @@
+"""The result cache of large runs (rope_lint/cache.py): what it writes and where, that a warm run checks only what
+changed, that a change of selection or configuration is never answered from another's entries, and that `--no-cache`,
+a corrupt cache or an unwritable folder leave a run's output as it would be without one."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+from helpers import rope_lint
+
+from rope_lint import engine
+from rope_lint.cache import FOLDER, ResultCache
+from rope_lint.diagnostics import Diagnostic, Position
+from rope_lint.engine import LARGE_RUN, Settings, check_paths
+from rope_lint.rules import select_rules
+
+# Every file holds a trigger, so that every one is parsed on a cold run; three of them hold a hazard.
+CLEAN = "import torch\n\n\ndef width_{index}(x):\n    return torch.arange(x.shape[-1])\n"
+FLOAT_ARANGE = "import torch\n\n\ndef positions(n):\n    return torch.arange(n, dtype=torch.float16)\n"
+INT_ARANGE = "import torch\n\n\ndef positions(n):\n    return torch.arange(n, dtype=torch.int64)\n"
+LSE_MERGE = "import torch\n\n\ndef merge(a, b):\n    return torch.log(torch.exp(a) + torch.exp(b))\n"
+PYPROJECT = "[tool.rope-lint]\n"
+
+
+def tree(root: Path, count: int = LARGE_RUN + 2, pyproject: str = PYPROJECT) -> list[Path]:
+    """`count` files under root/pkg, the configuration at root: two float aranges, one log-sum-exp merge, the rest
+    clean."""
+    (root / "pyproject.toml").write_text(pyproject)
+    package = root / "pkg"
+    package.mkdir()
+    contents = {"hazard_0.py": FLOAT_ARANGE, "hazard_1.py": FLOAT_ARANGE, "merge.py": LSE_MERGE}
+    contents.update({f"clean_{index:02}.py": CLEAN.format(index=index) for index in range(count - len(contents))})
+    for name, text in contents.items():
+        (package / name).write_text(text)
+    return sorted(package.iterdir())
+
+
+def cache_files(root: Path) -> list[Path]:
+    return sorted((root / FOLDER).glob("check-*.pickle"))
+
+
+def check(root: Path, *args: str) -> tuple[int, str]:
+    result = rope_lint("check", *args, ".", cwd=root)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, result.stdout
+
+
+def test_a_large_run_writes_the_cache_at_the_config_root_and_a_second_run_reports_the_same(tmp_path: Path) -> None:
+    tree(tmp_path)
+    uncached = check(tmp_path, "--no-cache")
+    # Run from the package folder: the cache belongs beside pyproject.toml, not in the working directory.
+    first = check(tmp_path / "pkg")
+    assert (tmp_path / FOLDER).is_dir() and not (tmp_path / "pkg" / FOLDER).exists()
+    assert "*" in (tmp_path / FOLDER / ".gitignore").read_text().splitlines()
+    assert len(cache_files(tmp_path)) == 1
+    second = check(tmp_path / "pkg")
+    assert first == second
+    assert first[0] == 1 and first[1].count(": RPL101 ") == 2 and first[1].count(": RPL301 ") == 1
+    assert check(tmp_path) == uncached
+
+
+@pytest.fixture
+def checked_paths(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files actually checked (read, parsed, ruled on) in this process, in order."""
+    # One core: the files are checked here, where the calls can be counted, not in a pool.
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    checked: list[Path] = []
+    real = engine._check_bytes
+
+    def counting(path: Path, data: bytes, settings: Settings) -> list[Diagnostic]:
+        checked.append(path)
+        return real(path, data, settings)
+
+    monkeypatch.setattr(engine, "_check_bytes", counting)
+    return checked
+
+
+def cached_run(root: Path, files: list[Path], settings: Settings) -> list[Diagnostic]:
+    """One run the way `check` makes it: a cache loaded from disk, used, and saved."""
+    cache = ResultCache.for_run(root, [rule.code for rule in settings.rules], settings.per_file_ignores)
+    found = check_paths(files, settings, cache)
+    cache.save()
+    return found
+
+
+def found_in(diagnostics: list[Diagnostic]) -> list[tuple[str, str]]:
+    return [(Path(d.path).name, d.code) for d in diagnostics]
+
+
+def test_a_warm_run_checks_only_the_files_that_changed(tmp_path: Path, checked_paths: list[Path]) -> None:
+    files = tree(tmp_path)
+    settings = Settings(select_rules(["ALL"], []), tmp_path)
+    cold = cached_run(tmp_path, files, settings)
+    assert sorted(checked_paths) == files
+    assert found_in(cold) == [("hazard_0.py", "RPL101"), ("hazard_1.py", "RPL101"), ("merge.py", "RPL301")]
+
+    checked_paths.clear()
+    assert cached_run(tmp_path, files, settings) == cold
+    assert checked_paths == []
+
+    # A fixed hazard: checked again, and its old finding is gone rather than replayed from the cache.
+    (tmp_path / "pkg" / "hazard_0.py").write_text(INT_ARANGE)
+    assert found_in(cached_run(tmp_path, files, settings)) == [("hazard_1.py", "RPL101"), ("merge.py", "RPL301")]
+    assert checked_paths == [tmp_path / "pkg" / "hazard_0.py"]
+
+    # A new hazard, in bytes the cache has never seen, in a file it knew as clean.
+    checked_paths.clear()
+    (tmp_path / "pkg" / "clean_05.py").write_text(FLOAT_ARANGE.replace("positions", "steps"))
+    assert found_in(cached_run(tmp_path, files, settings)) == [
+        ("clean_05.py", "RPL101"),
+        ("hazard_1.py", "RPL101"),
+        ("merge.py", "RPL301"),
+    ]
+    assert checked_paths == [tmp_path / "pkg" / "clean_05.py"]
+
+
+def test_a_file_with_the_content_of_another_is_reported_under_its_own_path(
+    tmp_path: Path, checked_paths: list[Path]
+) -> None:
+    files = tree(tmp_path)
+    settings = Settings(select_rules(["ALL"], []), tmp_path)
+    cached_run(tmp_path, files, settings)
+    checked_paths.clear()
+    copy = tmp_path / "pkg" / "zz_copy.py"
+    copy.write_text(FLOAT_ARANGE)
+    found = cached_run(tmp_path, [*files, copy], settings)
+    assert checked_paths == [], "same bytes, same key: the copy's findings come from the cache"
+    assert [d.path for d in found if d.path.endswith("zz_copy.py")] == [str(copy)]
+
+
+def test_another_selection_is_answered_by_its_own_entries(tmp_path: Path) -> None:
+    tree(tmp_path)
+    floats = check(tmp_path, "--select", "RPL1")
+    assert floats[1].count(": RPL101 ") == 2 and ": RPL301 " not in floats[1]
+    merges = check(tmp_path, "--select", "RPL3")
+    assert merges[1].count(": RPL301 ") == 1 and ": RPL101 " not in merges[1]
+    assert merges == check(tmp_path, "--select", "RPL3", "--no-cache")
+    assert len(cache_files(tmp_path)) == 2
+    # The first selection's entries survive the second's run.
+    assert check(tmp_path, "--select", "RPL1") == floats
+
+
+def test_a_per_file_ignores_change_is_honoured_on_the_next_run(tmp_path: Path) -> None:
+    tree(tmp_path)
+    before = check(tmp_path)
+    assert "pkg/hazard_0.py:" in before[1]
+    (tmp_path / "pyproject.toml").write_text(
+        PYPROJECT + '[tool.rope-lint.per-file-ignores]\n"pkg/hazard_0.py" = ["RPL101"]\n'
+    )
+    ignoring = check(tmp_path)
+    assert "pkg/hazard_0.py:" not in ignoring[1] and "pkg/hazard_1.py:" in ignoring[1]
+    assert ignoring == check(tmp_path, "--no-cache")
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    assert check(tmp_path) == before
+
+
+def test_no_cache_writes_nothing(tmp_path: Path) -> None:
+    tree(tmp_path)
+    returncode, output = check(tmp_path, "--no-cache")
+    assert returncode == 1 and output.count(": RPL") == 3
+    assert not (tmp_path / FOLDER).exists()
+
+
+def poison(cache_file: Path) -> None:
+    """Every entry of a cache file made to answer with a finding that no check makes."""
+    entries = pickle.loads(cache_file.read_bytes())
+    fake = Diagnostic("x.py", "RPL101", "float-arange", "poisoned entry", Position(99, 0), Position(99, 1))
+    cache_file.write_bytes(pickle.dumps({key: (fake,) for key in entries}))
+
+
+def test_no_cache_reads_no_cache(tmp_path: Path) -> None:
+    tree(tmp_path)
+    truth = check(tmp_path)
+    [cache_file] = cache_files(tmp_path)
+    poison(cache_file)
+    poisoned = cache_file.read_bytes()
+    assert "poisoned entry" in check(tmp_path)[1], "the poisoned file is the one a cached run reads"
+    assert check(tmp_path, "--no-cache") == truth
+    assert cache_files(tmp_path) == [cache_file] and cache_file.read_bytes() == poisoned
+
+
+CORRUPTIONS = {
+    "garbage": b"garbage \x00\xff\xfe not a pickle",
+    "empty": b"",
+    "truncated": pickle.dumps({"0" * 64: ()})[:-5],
+    "not a dict": pickle.dumps(["a", "list"]),
+}
+# Bug (cache.ResultCache.__init__): pickle.load raises more than the exceptions caught there; these escape, and the
+# run ends in a traceback with exit code 1, the code of "findings".
+CRASHING_CORRUPTIONS = {
+    "unknown module": b"\x80\x04cno_such_module\nName\n.",
+    "huge frame": b"\x95" + (2**63 + 5).to_bytes(8, "little"),
+    "huge bytes": b"\x8e" + (2**62).to_bytes(8, "little"),
+}
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        *(pytest.param(data, id=name) for name, data in CORRUPTIONS.items()),
+        *(
+            pytest.param(
+                data,
+                id=name,
+                marks=pytest.mark.xfail(
+                    strict=True, reason="bug: a corrupt cache file can raise ImportError, OverflowError, MemoryError"
+                ),
+            )
+            for name, data in CRASHING_CORRUPTIONS.items()
+        ),
+    ],
+)
+def test_a_corrupt_cache_file_is_ignored_and_replaced(tmp_path: Path, garbage: bytes) -> None:
+    tree(tmp_path)
+    truth = check(tmp_path)
+    [cache_file] = cache_files(tmp_path)
+    cache_file.write_bytes(garbage)
+    assert check(tmp_path) == truth
+    assert isinstance(pickle.loads(cache_file.read_bytes()), dict), "rewritten whole"
+    assert check(tmp_path) == truth
+
+
+def test_a_cache_folder_that_cannot_be_written_leaves_the_run_as_it_was(tmp_path: Path) -> None:
+    tree(tmp_path)
+    truth = check(tmp_path, "--no-cache")
+    (tmp_path / FOLDER).write_text("a file where the cache folder would be\n")
+    assert check(tmp_path) == truth
+    assert check(tmp_path) == truth
+    assert (tmp_path / FOLDER).read_text() == "a file where the cache folder would be\n"
+
+
+def test_only_a_run_of_at_least_large_run_files_is_cached(tmp_path: Path) -> None:
+    small, large = tmp_path / "small", tmp_path / "large"
+    small.mkdir()
+    large.mkdir()
+    tree(small, count=LARGE_RUN - 1)
+    tree(large, count=LARGE_RUN)
+    assert check(small) == check(small, "--no-cache")
+    assert check(small)[1].count(": RPL") == 3
+    assert not (small / FOLDER).exists()
+    check(large)
+    assert len(cache_files(large)) == 1
+
+
+def test_stale_cache_files_are_removed_when_the_cache_is_written(tmp_path: Path) -> None:
+    tree(tmp_path)
+    folder = tmp_path / FOLDER
+    folder.mkdir()
+    month_ago, day_ago = time.time() - 31 * 24 * 3600, time.time() - 24 * 3600
+    for name, moment in [("check-old.pickle", month_ago), ("check-recent.pickle", day_ago), ("notes", month_ago)]:
+        (folder / name).write_bytes(pickle.dumps({}))
+        os.utime(folder / name, (moment, moment))
+    check(tmp_path)
+    remaining = sorted(path.name for path in folder.iterdir())
+    assert "check-old.pickle" not in remaining
+    assert {"check-recent.pickle", "notes", ".gitignore"} <= set(remaining) and len(cache_files(tmp_path)) == 2
+
+
+def test_baseline_accepts_no_cache(tmp_path: Path) -> None:
+    tree(tmp_path)
+    written = rope_lint("baseline", "--no-cache", "-o", "baseline.json", ".", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    assert "Wrote 3 findings" in written.stderr
+    assert not (tmp_path / FOLDER).exists()
+    # Without the flag, baseline goes through the cache as check does, and writes the same file.
+    first = (tmp_path / "baseline.json").read_text()
+    cached = rope_lint("baseline", "-o", "baseline.json", ".", cwd=tmp_path)
+    assert cached.returncode == 0 and (tmp_path / "baseline.json").read_text() == first
+    assert len(cache_files(tmp_path)) == 1
+    assert check(tmp_path, "--baseline", "baseline.json") == (0, "All checks passed!\n")
