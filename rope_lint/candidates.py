@@ -48,13 +48,21 @@ _NOT_A_STATEMENT = frozenset(b" \t\f\r\n#")
 class Occurrences:
     """Where each needle occurs in one file's bytes: every needle is searched once, however many rules ask."""
 
-    def __init__(self, data: bytes, encoding: str = "utf-8", screens: Mapping[str, Screen] | None = None) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        encoding: str = "utf-8",
+        screens: Mapping[str, Screen] | None = None,
+        families: Mapping[str, str] | None = None,
+    ) -> None:
         self.data = data
         self.encoding = encoding  # of `data`: "utf-8-sig" where it starts with a byte order mark
         # By needle, what tells an occurrence no rule can flag from one that starts a search (see `Rule.may_flag`).
         self.screens = screens or {}
+        self.families = families or {}  # see `families`
         self._positions: dict[str, list[int]] = {}
         self._triggered: dict[str, list[int]] = {}
+        self._present: dict[str, bool] = {}
         self._lines: dict[tuple[str, ...], list[int]] = {}
 
     def positions(self, needles: tuple[str, ...]) -> list[int]:
@@ -62,7 +70,11 @@ class Occurrences:
         found: list[int] = []
         for needle in needles:
             if needle not in self._positions:
-                self._positions[needle] = _find_all(self.data, needle.encode())
+                family = self.families.get(needle)
+                if family is not None and family not in self._present:
+                    self._present[family] = family.encode() in self.data
+                absent = family is not None and not self._present[family]
+                self._positions[needle] = [] if absent else _find_all(self.data, needle.encode())
             found.extend(self._positions[needle])
         return sorted(found)
 
@@ -90,6 +102,23 @@ class Occurrences:
         must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
         imports = [position for position in self.positions(("import ",)) if _is_import(self.data, position)]
         return sorted(self.triggered(needles) + imports)
+
+
+def families(needles: tuple[str, ...]) -> dict[str, str]:
+    """For each needle that shares a part of five or more characters with two other needles, the longest such part:
+    a file without the part has none of them, which one scan tells where each needle would take its own. (`cache` for
+    `cos_cache`, `sincache`, `cached_cos`, ...; most files have no table and no `cache`.)"""
+    found: dict[str, str] = {}
+    for needle in needles:
+        parts = (
+            needle[start : start + length]
+            for length in range(len(needle) - 1, 4, -1)
+            for start in range(len(needle) - length + 1)
+        )
+        family = next((part for part in parts if sum(part in other for other in needles) >= 3), None)
+        if family is not None:
+            found[needle] = family
+    return found
 
 
 def _find_all(source: bytes, needle: bytes) -> list[int]:

@@ -44,6 +44,7 @@ class Settings:
         self.rules = rules
         # Text that a file must contain for a rule to look at it, and the classes parsed whole (see candidates).
         self.triggers = tuple({trigger.decode() for rule in rules for trigger in rule.triggers})
+        self.families = candidates.families(self.triggers)
         self.screens = {
             trigger: partial(_any_may_flag, screening)
             for trigger in self.triggers
@@ -77,7 +78,9 @@ def check_source(
     """Findings for one file's text, suppressions and per-file ignores applied. `occurrences` are of the file's
     bytes as read, where the caller has them."""
     if occurrences is None:
-        occurrences = candidates.Occurrences(source.encode("utf-8", errors="surrogatepass"), screens=settings.screens)
+        occurrences = candidates.Occurrences(
+            source.encode("utf-8", errors="surrogatepass"), screens=settings.screens, families=settings.families
+        )
     triggers = settings.triggers
     if not occurrences.triggered(triggers):
         return []
@@ -154,7 +157,7 @@ def check_file_keyed(path: Path, settings: Settings) -> tuple[str | None, list[D
 
 def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic]:
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
-    occurrences = candidates.Occurrences(data, screens=settings.screens)
+    occurrences = candidates.Occurrences(data, screens=settings.screens, families=settings.families)
     if not occurrences.triggered(settings.triggers):
         return []
     source = decode(path, data)
