@@ -9,12 +9,13 @@ fewer files than `engine.LARGE_RUN` check them without it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import pickle
 import time
 from pathlib import Path
+from typing import Any
 
-from rope_lint.diagnostics import Diagnostic
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 
 FOLDER = ".rope_lint_cache"
 # A cache file no run has written for this long belongs to an old version or an old configuration.
@@ -26,15 +27,16 @@ _MAX_ENTRIES = 100_000
 class ResultCache:
     def __init__(self, folder: Path, settings_key: str) -> None:
         self.folder = folder
-        self.file = folder / f"check-{settings_key}.pickle"
-        self._entries: dict[str, tuple[Diagnostic, ...]] = {}
-        self._seen: dict[str, tuple[Diagnostic, ...]] = {}
+        self.file = folder / f"check-{settings_key}.json"
+        self._entries: dict[str, list[list[Any]]] = {}
+        self._seen: dict[str, list[list[Any]]] = {}
         try:
+            # JSON, not pickle: a cache file is read from the project, and must not be able to run code.
             with self.file.open("rb") as stream:
-                loaded = pickle.load(stream)
+                loaded = json.load(stream)
             if isinstance(loaded, dict):
                 self._entries = loaded
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
+        except (OSError, ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             pass  # no cache yet, or one that cannot be read: the run checks every file and writes a new one
 
     @classmethod
@@ -51,11 +53,15 @@ class ResultCache:
         found = self._entries.get(key)
         if found is None:
             return None
+        try:
+            diagnostics = [_diagnostic(path, entry) for entry in found]
+        except (TypeError, ValueError):  # an entry this version did not write: check the file again
+            return None
         self._seen[key] = found
-        return [diagnostic._replace(path=path) for diagnostic in found]
+        return diagnostics
 
     def put(self, key: str, diagnostics: list[Diagnostic]) -> None:
-        self._seen[key] = tuple(diagnostics)
+        self._seen[key] = [_entry(diagnostic) for diagnostic in diagnostics]
 
     def save(self) -> None:
         """Write the cache, atomically; a folder that cannot be written leaves the run uncached, not failed."""
@@ -75,11 +81,28 @@ class ResultCache:
             return
         try:
             with os.fdopen(descriptor, "wb") as stream:
-                pickle.dump(entries, stream, protocol=pickle.HIGHEST_PROTOCOL)
+                stream.write(json.dumps(entries, separators=(",", ":")).encode())
             os.replace(temporary, self.file)
             _remove_stale(self.folder)
         except OSError:
             Path(temporary).unlink(missing_ok=True)
+
+
+def _entry(diagnostic: Diagnostic) -> list[Any]:
+    """A finding without its path, as JSON."""
+    fix = [diagnostic.fix.safety.value, [list(pair) for pair in diagnostic.fix.data]] if diagnostic.fix else None
+    start, end = diagnostic.start, diagnostic.end
+    return [diagnostic.code, diagnostic.name, diagnostic.message, start.line, start.column, end.line, end.column, fix]
+
+
+def _diagnostic(path: str, entry: list[Any]) -> Diagnostic:
+    """The finding an `_entry` holds, at `path`; TypeError or ValueError for anything else."""
+    code, name, message, start_line, start_column, end_line, end_column, fix = entry
+    if fix is not None:
+        safety, data = fix
+        fix = Fix(FixSafety(safety), tuple((str(key), str(value)) for key, value in data))
+    start, end = Position(int(start_line), int(start_column)), Position(int(end_line), int(end_column))
+    return Diagnostic(path, str(code), str(name), str(message), start, end, fix)
 
 
 def content_key(data: bytes, ignored_codes: list[str]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import codecs
 import functools
 import re
 from collections.abc import Callable, Mapping
@@ -30,6 +31,8 @@ def _statement_start(indent: bytes) -> re.Pattern[bytes]:
 _MEMBER_DEF = re.compile(rb"\n([ \t]+)(?:async[ \t]+def[ \t]|def[ \t]|@)")
 _DEFINITION_START = re.compile(rb"class[ \t]|def[ \t]|async[ \t]+def[ \t]")
 _DEFINITION = re.compile(rb"(?:async[ \t]+)?def[ \t]+(\w+)")
+_CLASS_NAME = re.compile(rb"class[ \t]+(\w+)")
+_ASSIGNS_ATTRIBUTE = re.compile(rb"self\.\w+\s*(?::[^=\n]*)?=(?!=)|register_buffer|setattr\(")
 
 
 @functools.cache
@@ -56,7 +59,7 @@ class Occurrences:
         families: Mapping[str, str] | None = None,
     ) -> None:
         self.data = data
-        self.encoding = encoding  # of `data`: "utf-8-sig" where it starts with a byte order mark
+        self.encoding = encoding  # of `data`
         # By needle, what tells an occurrence no rule can flag from one that starts a search (see `Rule.may_flag`).
         self.screens = screens or {}
         self.families = families or {}  # see `families`
@@ -102,6 +105,15 @@ class Occurrences:
         must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
         imports = [position for position in self.positions(("import ",)) if _is_import(self.data, position)]
         return sorted(self.triggered(needles) + imports)
+
+
+def as_parsed(data: bytes) -> bytes:
+    """A file's bytes with their lines as the parser counts them: without a byte order mark, and with a lone
+    carriage return ending a line as `\n` does. The same bytes, as the same object, for nearly every file."""
+    data = data.removeprefix(codecs.BOM_UTF8)
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data
 
 
 def families(needles: tuple[str, ...]) -> dict[str, str]:
@@ -155,7 +167,8 @@ def parse(
     filename: str,
 ) -> ast.Module:
     """The syntax tree of the file without the functions and classes that contain none of `needles`; raises what
-    `ast.parse` raises, for the whole file, when the file does not parse.
+    `ast.parse` raises when what is kept does not parse. A syntax error in what is left out goes unnoticed, as in
+    a file without any needle, which is not parsed at all. `occurrences` are of `as_parsed` bytes.
 
     Of a class, only the methods holding a needle are kept, with `__init__` (where attributes get their values)
     and every statement that is not a method; unless `whole_class` says, of the class's text from its `class`
@@ -183,8 +196,6 @@ def _reduced(
     """The source with the statements that hold no needle blanked, and where each kept one begins; None when
     the split is in doubt or would keep everything."""
     source = occurrences.data
-    if source.count(b"\r") != source.count(b"\r\n"):
-        return None  # lone carriage returns end lines for `ast` but not for the counting here
     strings = _triple_quoted_spans(occurrences)
     if strings is None:
         return None
@@ -203,12 +214,18 @@ def _reduced(
         not definition and _holds(triggers, start, end)
         for (start, end), definition in zip(statements, definitions, strict=True)
     )
+    whole_names: set[bytes] = set()  # of the classes kept whole: a subclass in the file is read whole too
     for (start, end), header, definition in zip(statements, headers, definitions, strict=True):
-        if not _holds(marks, start, end):
+        name = _CLASS_NAME.match(source, header)
+        if name and whole_names and _names_any(source[header : source.find(b"\n", header)], whole_names):
+            whole_names.add(name.group(1))
+        elif not _holds(marks, start, end):
             if module_code and not definition:
                 kept.append((start, end))
             continue
-        if source.startswith(b"class ", header) and not (whole_class and whole_class(source[header:end])):
+        elif name and whole_class and whole_class(source[header:end]):
+            whole_names.add(name.group(1))
+        elif name:
             kept_members = _kept_members(source, strings, start, header, end, marks)
             if kept_members is not None:
                 members[len(kept)] = kept_members
@@ -235,7 +252,8 @@ def _reduced(
 def _kept_members(
     source: bytes, strings: list[int], start: int, header: int, end: int, marks: list[int]
 ) -> list[tuple[int, int]] | None:
-    """A class's decorators and header, then the members worth parsing; None when its members cannot be told
+    """A class's decorators and header, then the members worth parsing: what is not a method, `__init__`, the
+    methods holding a mark and those that assign an attribute of `self`. None when its members cannot be told
     apart."""
     indents = [match.group(1) for match in _MEMBER_DEF.finditer(source, header, end)]
     if not indents:
@@ -247,7 +265,12 @@ def _kept_members(
     kept = [(start, members[0][0])]
     for member_start, member_end in members:
         definition = _DEFINITION.match(source, _after_decorators(source, member_start, member_end, indent))
-        if definition is None or definition.group(1) == b"__init__" or _holds(marks, member_start, member_end):
+        if (
+            definition is None
+            or definition.group(1) == b"__init__"
+            or _holds(marks, member_start, member_end)
+            or _ASSIGNS_ATTRIBUTE.search(source, member_start, member_end)  # where an attribute gets its value
+        ):
             kept.append((member_start, member_end))
     return kept
 
@@ -262,12 +285,17 @@ def _regions(source: bytes, strings: list[int], begin: int, end: int, indent: by
     after_decorator = False
     for start in candidates:
         inside = bisect.bisect_left(strings, start) % 2 == 1  # a line that opens a string is outside it
-        if inside or _CLAUSE.match(source, start + len(indent)):
+        if inside or _CLAUSE.match(source, start + len(indent)) or _continues(source, start):
             continue
         if not after_decorator:
             starts.append(start)
         after_decorator = source.startswith(b"@", start + len(indent))
     return list(zip(starts, [*starts[1:], end], strict=True))
+
+
+def _continues(source: bytes, start: int) -> bool:
+    """Whether the line before `start` ends in a backslash: `start` continues it (code, or a quoted string)."""
+    return source[max(0, start - 3) : start].rstrip(b"\r\n").endswith(b"\\")
 
 
 def _assemble(source: bytes, regions: list[tuple[int, int]]) -> tuple[bytes, list[int]]:
@@ -284,6 +312,11 @@ def _assemble(source: bytes, regions: list[tuple[int, int]]) -> tuple[bytes, lis
         line += source.count(b"\n", start, end)
         previous = end
     return b"".join(pieces), first_lines
+
+
+def _names_any(header: bytes, names: set[bytes]) -> bool:
+    """Whether a class's header line names any of `names` (as a base, most likely)."""
+    return any(re.search(rb"\b" + re.escape(name) + rb"\b", header) for name in names)
 
 
 def _holds(positions: list[int], start: int, end: int) -> bool:
@@ -315,7 +348,8 @@ def _first_lines(statements: list[ast.stmt]) -> set[int]:
 
 def _triple_quoted_spans(occurrences: Occurrences) -> list[int] | None:
     """Sorted offsets that alternate between a triple-quoted string's opening and its closing; None when they do
-    not pair up."""
+    not pair up, or when a quote may be part of something else: a one-line string that holds three quotes, a
+    comment, an escape."""
     source = occurrences.data
     quotes = occurrences.positions(('"""', "'''"))
     bounds: list[int] = []
@@ -324,7 +358,11 @@ def _triple_quoted_spans(occurrences: Occurrences) -> list[int] | None:
         if bounds and position < bounds[-1] + 3:
             continue  # `""""`: the same run of quotes
         quote = source[position : position + 3]
+        if position > 0 and source[position - 1 : position] in (b"\\", b"'", b'"'):
+            return None
         if opening is None:
+            if b"#" in source[source.rfind(b"\n", 0, position) + 1 : position]:
+                return None
             opening = quote
             bounds.append(position)
         elif quote == opening:

@@ -31,7 +31,9 @@ class FileContext:
         self.path = path
         self.source = source
         self.tree = tree
-        self.occurrences = occurrences or candidates.Occurrences(source.encode("utf-8", errors="surrogatepass"))
+        self.occurrences = occurrences or candidates.Occurrences(
+            candidates.as_parsed(source.encode("utf-8", errors="surrogatepass"))
+        )
         self._derived: dict[tuple[Hashable, ...], object] = {}
         self.lines = source.splitlines()
         self.parents: dict[ast.AST, ast.AST] = {}

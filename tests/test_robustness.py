@@ -36,13 +36,15 @@ def one_line_per_finding(output: str) -> None:
 @pytest.fixture
 def bad_inputs(tmp_path: Path) -> Path:
     (tmp_path / "good.py").write_text(HAZARD)
-    (tmp_path / "syntax.py").write_text("import torch\ndef f(:\n    torch.arange(3)\n")
+    # Each holds a hazard (a float bound): a file with only integer enumerations is never parsed, so a syntax error in
+    # it goes unnoticed (README: only what can match is parsed).
+    (tmp_path / "syntax.py").write_text("import torch\ndef f(:\n    torch.arange(3.0)\n")
     (tmp_path / "undecodable.py").write_bytes(b"x = '\xff\xfe arange'\n")
     (tmp_path / "binary.py").write_bytes(b"\x00\x01arange\x00\xff" * 100)
     (tmp_path / "empty.py").write_text("")
-    (tmp_path / "nested.py").write_text("import torch\nx = " + "-" * 50_000 + "torch.arange(3)\n")
-    (tmp_path / "parens.py").write_text("import torch\nx = " + "(" * 50_000 + "torch.arange(3)" + ")" * 50_000 + "\n")
-    (tmp_path / "chain.py").write_text("import torch\nx = torch.arange(3)" + ".t" * 50_000 + "\n")
+    (tmp_path / "nested.py").write_text("import torch\nx = " + "-" * 50_000 + "torch.arange(3.0)\n")
+    (tmp_path / "parens.py").write_text("import torch\nx = " + "(" * 50_000 + "torch.arange(3.0)" + ")" * 50_000 + "\n")
+    (tmp_path / "chain.py").write_text("import torch\nx = torch.arange(3.0)" + ".t" * 50_000 + "\n")
     (tmp_path / "long.py").write_text("import torch\n" + "y = 1\n" * 100_000 + HAZARD.split("\n")[1] + "\n")
     (tmp_path / "large.py").write_text("import torch\n" + ("# " + "x" * 98 + "\n") * 50_000 + HAZARD.split("\n")[1])
     (tmp_path / "loop_a.py").symlink_to(tmp_path / "loop_b.py")
