@@ -202,9 +202,12 @@ def test_killing_a_fix_leaves_every_file_old_or_new(tmp_path: Path) -> None:
             (victim / relative).parent.mkdir(parents=True, exist_ok=True)
             (victim / relative).write_bytes(data)
         command = [sys.executable, "-m", "rope_lint", "fix", "--unsafe-fixes", "--select", "RPL1,RPL2", str(victim)]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+        # A session of its own, so that the kill takes the worker processes too, mid-write, and none outlives the test.
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, start_new_session=True
+        )
         time.sleep(rng.uniform(0.5, 4.0))
-        process.send_signal(signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         for relative in old:
             data = (victim / relative).read_bytes()
