@@ -44,7 +44,7 @@ class Settings:
         self.rules = rules
         # Text that a file must contain for a rule to look at it, and the classes parsed whole (see candidates).
         self.triggers = tuple({trigger.decode() for rule in rules for trigger in rule.triggers})
-        self.families = candidates.families(self.triggers)
+        self.groups = candidates.prefix_groups(self.triggers)
         self.screens = {
             trigger: partial(_any_may_flag, screening)
             for trigger in self.triggers
@@ -79,7 +79,7 @@ def check_source(
     bytes as read, where the caller has them."""
     if occurrences is None:
         data = candidates.as_parsed(source.encode("utf-8", errors="surrogatepass"))
-        occurrences = candidates.Occurrences(data, screens=settings.screens, families=settings.families)
+        occurrences = candidates.Occurrences(data, screens=settings.screens, groups=settings.groups)
     triggers = settings.triggers
     if not occurrences.triggered(triggers):
         return []
@@ -156,7 +156,7 @@ def check_file_keyed(path: Path, settings: Settings) -> tuple[str | None, list[D
 
 def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic]:
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
-    occurrences = candidates.Occurrences(data, screens=settings.screens, families=settings.families)
+    occurrences = candidates.Occurrences(data, screens=settings.screens, groups=settings.groups)
     if not occurrences.triggered(settings.triggers):
         return []
     source = decode(path, data)
@@ -164,7 +164,7 @@ def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic
         return [source]
     parsed = candidates.as_parsed(data)
     if parsed is not data:  # a byte order mark, or lone carriage returns: the offsets found so far are off
-        occurrences = candidates.Occurrences(parsed, screens=settings.screens, families=settings.families)
+        occurrences = candidates.Occurrences(parsed, screens=settings.screens, groups=settings.groups)
     occurrences.encoding = source.encoding
     return check_source(str(path), source.text, settings, occurrences)
 
@@ -206,7 +206,7 @@ def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
         return [work(path) for path in files]
     from concurrent.futures import ProcessPoolExecutor  # costs 25 ms to import: only for large runs
 
-    chunk = max(1, len(files) // (workers * 8))
+    chunk = max(1, len(files) // (workers * 32))  # small enough that a slow file at the end does not idle a core
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(work, files, chunksize=chunk))
 
