@@ -120,6 +120,18 @@ def as_parsed(data: bytes) -> bytes:
     return data
 
 
+class Prefilter:
+    """Whether a file's bytes hold any of the needles: the question asked of every file, with one scan per group of
+    needles (`prefix_groups`) and none past the first hit. Most files hold none and cost nothing more."""
+
+    def __init__(self, needles: tuple[str, ...], groups: Mapping[str, re.Pattern[bytes]]) -> None:
+        self.plain = tuple(needle.encode() for needle in needles if needle not in groups)
+        self.patterns = tuple(dict.fromkeys(groups[needle] for needle in needles if needle in groups))
+
+    def __call__(self, data: bytes) -> bool:
+        return any(needle in data for needle in self.plain) or any(pattern.search(data) for pattern in self.patterns)
+
+
 def prefix_groups(needles: tuple[str, ...]) -> dict[str, re.Pattern[bytes]]:
     """For the needles that begin with the same two characters as another (`Rotary`, `Rope`, `RoPE`), one pattern
     that finds them all, by needle: `re` searches a pattern's literal prefix about as fast as `bytes.find` searches

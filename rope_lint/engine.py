@@ -45,6 +45,7 @@ class Settings:
         # Text that a file must contain for a rule to look at it, and the classes parsed whole (see candidates).
         self.triggers = tuple({trigger.decode() for rule in rules for trigger in rule.triggers})
         self.groups = candidates.prefix_groups(self.triggers)
+        self.may_match = candidates.Prefilter(self.triggers, self.groups)
         self.screens = {
             trigger: partial(_any_may_flag, screening)
             for trigger in self.triggers
@@ -124,10 +125,11 @@ def read(path: Path) -> SourceFile | Diagnostic:
 
 def read_bytes(path: Path) -> bytes | Diagnostic:
     try:
-        if path.is_dir():  # a folder the walk could not list: say why
+        try:
+            return path.read_bytes()
+        except IsADirectoryError:  # a folder the walk could not list: say why
             os.scandir(path).close()
             return _error(str(path), READ_ERROR, "cannot read folder", 1, 0)
-        return path.read_bytes()
     except OSError as error:
         return _error(str(path), READ_ERROR, f"cannot read: {error.strerror or error}", 1, 0)
 
@@ -156,6 +158,8 @@ def check_file_keyed(path: Path, settings: Settings) -> tuple[str | None, list[D
 
 def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic]:
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
+    if not settings.may_match(data):
+        return []
     occurrences = candidates.Occurrences(data, screens=settings.screens, groups=settings.groups)
     if not occurrences.triggered(settings.triggers):
         return []
