@@ -105,8 +105,8 @@ class Occurrences:
         return sorted(found)
 
     def marked(self, needles: tuple[str, ...]) -> list[int]:
-        """The triggered places, and where an import statement's `import` is: the places whose statements a rule
-        must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
+        """The triggered places, and where an import statement's `import` is (`_is_import`): the places whose
+        statements a rule must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
         imports = [position for position in self.positions(("import ",)) if _is_import(self.data, position)]
         return sorted(self.triggered(needles) + imports)
 
@@ -161,8 +161,10 @@ def _find_all(source: bytes, needle: bytes) -> list[int]:
 
 
 def _is_import(source: bytes, position: int) -> bool:
+    """Whether the `import` at `position` is that of an import statement which can name torch: `import x` or
+    `from x import y`, but not a relative `from .x import y` (which `FileContext` leaves unresolved)."""
     line = source[source.rfind(b"\n", 0, position) + 1 : position].lstrip()
-    return not line or line.startswith(b"from ")
+    return not line or (line.startswith(b"from ") and not line[5:].lstrip().startswith(b"."))
 
 
 def line_numbers(source: bytes, positions: list[int]) -> list[int]:

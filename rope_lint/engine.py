@@ -205,14 +205,54 @@ def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
 
     `work` must be picklable: a module-level function, or a `functools.partial` of one.
     """
-    workers = os.cpu_count() or 1
-    if len(files) < LARGE_RUN or workers < 2:
+    processes = os.cpu_count() or 1
+    if len(files) < LARGE_RUN or processes < 2:
         return [work(path) for path in files]
-    from concurrent.futures import ProcessPoolExecutor  # costs 25 ms to import: only for large runs
+    if hasattr(os, "fork"):
+        return _forked_map(work, files, processes)
+    from concurrent.futures import ProcessPoolExecutor  # where there is no fork: Windows
 
-    chunk = max(1, len(files) // (workers * 32))  # small enough that a slow file at the end does not idle a core
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    chunk = max(1, len(files) // (processes * 32))  # small enough that a slow file at the end does not idle a core
+    with ProcessPoolExecutor(max_workers=processes) as pool:
         return list(pool.map(work, files, chunksize=chunk))
+
+
+def _forked_map(work: Callable[[Path], T], files: list[Path], processes: int) -> list[T]:
+    """`work` on `files` in this process and `processes - 1` forked children, each taking every n-th file (files
+    next to each other cost alike, so the shares come out even); a child sends its results back pickled through a
+    pipe. A pool would leave this process idle while it feeds the others: a whole-tree check took 7% longer."""
+    import pickle
+
+    children: list[tuple[int, int]] = []
+    for share in range(1, processes):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its share, then out, whatever happens, without running the parent's code on
+            try:
+                os.close(read)
+                try:
+                    payload = pickle.dumps((True, [work(path) for path in files[share::processes]]))
+                except BaseException as error:  # handed to the parent, which raises it as a pool would
+                    payload = pickle.dumps((False, error))
+                with os.fdopen(write, "wb") as stream:
+                    stream.write(payload)
+            finally:
+                os._exit(0)
+        os.close(write)
+        children.append((pid, read))
+    results: list[T] = [None] * len(files)  # type: ignore[list-item]
+    results[0::processes] = [work(path) for path in files[0::processes]]
+    for share, (pid, read) in enumerate(children, start=1):
+        with os.fdopen(read, "rb") as stream:
+            payload = stream.read()
+        os.waitpid(pid, 0)
+        if not payload:
+            raise RuntimeError(f"worker process {pid} ended without its results")
+        finished, found = pickle.loads(payload)
+        if not finished:
+            raise found
+        results[share::processes] = found
+    return results
 
 
 def _error(path: str, code: str, message: str, line: int, column: int) -> Diagnostic:
