@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rope_lint import fixes
-from rope_lint.engine import Settings, check_paths, check_source
+from rope_lint.engine import LARGE_RUN, Settings, check_paths, check_source, map_files
 from rope_lint.fixes import apply_fixes, fixable
 from rope_lint.rules import select_rules
 
@@ -288,3 +288,16 @@ def test_a_traceback_reaches_the_user_only_with_verbose(tmp_path: Path, verbose:
     assert result.returncode == 2
     assert "RPL903 rule RPL101 failed: ValueError: boom" in result.stdout
     assert ("Traceback" in result.stderr) is verbose
+
+
+def _name_or_fail(path: Path) -> str:
+    if path.name == "f7":
+        raise ValueError(f"cannot handle {path}")
+    return path.name
+
+
+def test_a_large_run_spread_over_processes_keeps_the_order_and_raises_a_workers_error() -> None:
+    files = [Path(f"f{index}") for index in range(LARGE_RUN + 12)]
+    assert map_files(lambda path: path.name, files) == [path.name for path in files]
+    with pytest.raises(ValueError, match="cannot handle f7"):  # f7 is a child's share where there are 2+ cores
+        map_files(_name_or_fail, files)
