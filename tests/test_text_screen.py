@@ -1,5 +1,5 @@
-"""The text screen of the RPL1xx rules (`enumerations.may_be_hazard`): it may only drop an `arange` that no rule
-can flag, since a dropped occurrence is never parsed."""
+"""The text screens (`rope_lint.screens`): a screen may only drop an occurrence that no rule can flag, since a
+dropped occurrence is never parsed."""
 
 from __future__ import annotations
 
@@ -7,30 +7,37 @@ from pathlib import Path
 
 import pytest
 
+from rope_lint.candidates import Screen
 from rope_lint.engine import Settings, check_source
-from rope_lint.enumerations import may_be_hazard
-from rope_lint.rule import Invalid
+from rope_lint.rule import Invalid, Rule
 from rope_lint.rules import ALL_RULES, select_rules
+from rope_lint.screens import arange_may_be_hazard, exp_may_be_hazard, log_may_be_hazard
 
-ARANGE_RULES = [rule for rule in ALL_RULES if b"arange" in rule.triggers]
+SCREENED_RULES = [rule for rule in ALL_RULES if rule.may_flag is not Rule.may_flag]
 
 
-def screened(code: str) -> list[bool]:
+def screened(code: str, trigger: bytes = b"arange", screen: Screen = arange_may_be_hazard) -> list[bool]:
     data = code.encode()
-    positions, start = [], data.find(b"arange")
+    positions, start = [], data.find(trigger)
     while start != -1:
         positions.append(start)
-        start = data.find(b"arange", start + 1)
-    return [may_be_hazard(data, position) for position in positions]
+        start = data.find(trigger, start + 1)
+    return [screen(data, position) for position in positions]
+
+
+def test_the_common_triggers_are_screened() -> None:
+    assert {trigger for rule in SCREENED_RULES for trigger in rule.triggers} >= {b"arange", b"log(", b"exp("}
 
 
 @pytest.mark.parametrize(
-    "example",
-    [example for rule in ARANGE_RULES for example in rule.examples if isinstance(example, Invalid)],
-    ids=lambda example: example.code.splitlines()[-1][:40],
+    ("rule", "example"),
+    [(rule, example) for rule in SCREENED_RULES for example in rule.examples if isinstance(example, Invalid)],
+    ids=lambda value: value.code if isinstance(value, type) else value.code.splitlines()[-1][:40],
 )
-def test_every_flagged_example_passes_the_screen(example: Invalid) -> None:
-    assert any(screened(example.code))
+def test_every_flagged_example_passes_its_rules_screen(rule: type[Rule], example: Invalid) -> None:
+    data = example.code.encode()
+    positions = [p for trigger in rule.triggers for p in range(len(data)) if data.startswith(trigger, p)]
+    assert any(rule.may_flag(data, position) for position in positions)
 
 
 @pytest.mark.parametrize(
@@ -83,3 +90,37 @@ def test_a_forward_with_only_dropped_enumerations_is_not_parsed_but_its_neighbou
     )
     found = check_source("model.py", code, Settings(select_rules(["RPL1"], []), Path(".")))
     assert [(d.code, d.start.line) for d in found] == [("RPL101", 10)]
+
+
+@pytest.mark.parametrize(
+    ("code", "kept"),
+    [
+        ("y = torch.log(torch.sum(torch.exp(x), dim=-1))\n", True),
+        ("y = torch.log(1 + x)\n", True),
+        ("y = torch.log(torch.sigmoid(x))\n", True),
+        ("y = torch.log(F.softmax(x, dim=-1))\n", True),
+        ("y = x.exp().sum(-1).log()\n", True),  # a method's receiver: a call
+        ("y = torch.log(\n    probs  # a comment: left in doubt\n)\n", True),
+        ("from torch.nn.functional import softmax as sm\ny = torch.log(sm(x, dim=-1))\n", True),  # a renamed inner
+        ("y = lse.log_()\n", True),  # an in-place merge reads the statements before it
+        ("scale = math.log(self.max_distance / self.max_exact)\n", False),
+        ("y = torch.log(probs.clamp(min=eps))\n", False),
+        ("y = scale.log()\n", False),
+    ],
+)
+def test_the_log_screen_keeps_what_a_log_rule_reads(code: str, kept: bool) -> None:
+    assert any(screened(code, b"log", log_may_be_hazard)) is kept
+
+
+@pytest.mark.parametrize(
+    ("code", "kept"),
+    [
+        ("d = torch.exp(log_duration) - 1\n", True),
+        ("d = (torch.exp(x)) - 1\n", True),
+        ("d = x.exp() - 1\n", True),
+        ("p = torch.exp(logits)\n", False),
+        ("p = torch.exp(logits) * mask\n", False),
+    ],
+)
+def test_the_exp_screen_keeps_a_subtraction(code: str, kept: bool) -> None:
+    assert screened(code, b"exp(", exp_may_be_hazard) == [kept]

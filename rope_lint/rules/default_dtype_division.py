@@ -4,7 +4,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rope_lint import enumerations
+from rope_lint import enumerations, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.dtypes import is_floating_dtype
@@ -48,7 +48,7 @@ class DefaultDtypeDivision(Rule):
     code = "RPL103"
     name = "default-dtype-division"
     triggers = (b"arange",)
-    may_flag = staticmethod(enumerations.may_be_hazard)
+    may_flag = staticmethod(screens.arange_may_be_hazard)
     fixability = "safe"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

@@ -4,7 +4,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rope_lint import enumerations
+from rope_lint import enumerations, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.dtypes import FLOAT32_DTYPES, is_floating_dtype, qualified_dtype
@@ -50,7 +50,7 @@ class FloatArange(Rule):
     code = "RPL101"
     name = "float-arange"
     triggers = (b"arange",)
-    may_flag = staticmethod(enumerations.may_be_hazard)
+    may_flag = staticmethod(screens.arange_may_be_hazard)
     fixability = "sometimes"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

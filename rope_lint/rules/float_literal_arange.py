@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rope_lint import enumerations
+from rope_lint import enumerations, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.rule import Invalid, Rule, Valid
@@ -46,7 +46,7 @@ class FloatLiteralArange(Rule):
     code = "RPL102"
     name = "float-literal-arange"
     triggers = (b"arange",)
-    may_flag = staticmethod(enumerations.may_be_hazard)
+    may_flag = staticmethod(screens.arange_may_be_hazard)
     fixability = "safe"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

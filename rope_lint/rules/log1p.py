@@ -4,7 +4,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rope_lint import logdomain
+from rope_lint import logdomain, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.rule import Invalid, Rule, Valid
@@ -46,6 +46,7 @@ class Log1p(Rule):
     code = "RPL306"
     name = "log1p"
     triggers = (b"log(",)
+    may_flag = staticmethod(screens.log_may_be_hazard)
     fixability = "safe"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

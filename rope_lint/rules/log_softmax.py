@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rope_lint import logdomain
+from rope_lint import logdomain, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.rule import Invalid, Rule, Valid
@@ -53,6 +53,7 @@ class LogSoftmax(Rule):
     code = "RPL303"
     name = "log-softmax"
     triggers = (b"log(",)
+    may_flag = staticmethod(screens.log_may_be_hazard)
     fixability = "sometimes"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

@@ -4,7 +4,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rope_lint import logdomain
+from rope_lint import logdomain, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.rule import Invalid, Rule, Valid
@@ -68,6 +68,7 @@ class LseMerge(Rule):
     code = "RPL301"
     name = "lse-merge"
     triggers = (b"log(", b"log1p(", b"log_(")
+    may_flag = staticmethod(screens.log_may_be_hazard)
     fixability = "sometimes"
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:

@@ -1,0 +1,119 @@
+"""Text screens: whether a rule can flag the trigger at a position of a file's bytes, judged before anything is
+parsed (`Rule.may_flag`). A screen may say False only where the rule cannot flag; where the text leaves it in doubt
+(a string or a comment in the call, a bracket it cannot match) it says True. An occurrence that every rule with its
+trigger screens out marks nothing, so the function around it is parsed only if something else marks it.
+
+The common triggers are common because most of their calls are harmless: `torch.arange(n, dtype=torch.long,
+device=device)` for position ids, `math.log(2)` in a scale. Telling those apart on the bytes spares parsing the large
+`forward`s they sit in.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+_INTEGER_DTYPE = re.compile(rb"\bdtype\s*=\s*torch\.(?:long|int64|int32|int16|int8|int|uint8|short|bool)\s*(?:,|$)")
+_DTYPE = re.compile(rb"\bdtype\b")
+# A digit before `.`, `e` or `j`, or after `.`: what a float literal has (and a few names, which only keep a call).
+_MAYBE_FLOAT = re.compile(rb"\d[.eEjJ]|\.\d")
+# What makes `log(x)` a hazard: an `exp` (log-sum-exp, softplus, a merge), a softmax, a sigmoid, or `1 + x`.
+_LOG_OF_HAZARD = (b"exp", b"softmax", b"sigmoid", b"+")
+_RENAMED_INNER = re.compile(rb"\b(?:exp|softmax|sigmoid)\s+as\s")
+_CHAIN = re.compile(rb"[ \t\r\n\\)]*(?:\[|\.\w+\(|\.\w+)?")
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+_LONGEST_CALL = 4096
+
+
+def arange_may_be_hazard(data: bytes, position: int) -> bool:
+    """The RPL1xx rules: False only for an `arange(...)` whose bounds hold no float literal, whose dtype is absent
+    or a literal integer one, and that no `/` takes as an operand."""
+    start = position + len(b"arange")
+    if data[start : start + 1] != b"(":
+        return True
+    end = _closing_bracket(data, start)
+    if end is None:
+        return True
+    arguments = data[start + 1 : end]
+    if _MAYBE_FLOAT.search(arguments):
+        return True
+    if _DTYPE.search(arguments) and not _INTEGER_DTYPE.search(arguments):
+        return True
+    # A comment can hide the operator on the next or previous line: it keeps the call too.
+    return _next_operator(data, end + 1) in (b"/", b"#") or _previous_operator(data, position) in (b"/", b"#")
+
+
+def log_may_be_hazard(data: bytes, position: int) -> bool:
+    """The RPL30x rules, which read the operand of `log(x)`, `log1p(x)` or `x.log()`: False where that operand
+    holds none of `exp`, `softmax`, `sigmoid` or `+` (a function's argument), or is no call or parenthesis (a
+    method's receiver, as in `scale.log()`). `x.log_()` is always True: an in-place merge reads the statements
+    before it."""
+    if data.startswith(b"log_(", position):
+        return True
+    start = data.find(b"(", position)
+    end = _closing_bracket(data, start)
+    if end is None:
+        return True
+    arguments = data[start + 1 : end]
+    if not arguments.strip():  # `x.log()`: the receiver is the operand
+        return data[position - 2 : position] == b")."
+    return any(word in arguments for word in _LOG_OF_HAZARD) or _renames_inner_functions(data)
+
+
+def exp_may_be_hazard(data: bytes, position: int) -> bool:
+    """RPL307, `exp(x) - 1`: False where no `-` follows the call (and what chains on it)."""
+    start = data.find(b"(", position)
+    end = _closing_bracket(data, start)
+    return end is None or _next_operator(data, end + 1) in (b"-", b"#")
+
+
+@functools.lru_cache(maxsize=8)
+def _renames_inner_functions(data: bytes) -> bool:
+    """Whether the file imports `exp`, `softmax` or `sigmoid` under another name, which the words above miss."""
+    return _RENAMED_INNER.search(data) is not None
+
+
+def _closing_bracket(data: bytes, opening: int) -> int | None:
+    """The offset of the bracket that closes the one at `opening`; None past a string, a comment or too far."""
+    depth = 0
+    for offset in range(opening, min(len(data), opening + _LONGEST_CALL)):
+        character = data[offset]
+        if character in b"([{":
+            depth += 1
+        elif character in b")]}":
+            depth -= 1
+            if depth == 0:
+                return offset
+        elif character in b"\"'#":
+            return None
+    return None
+
+
+def _next_operator(data: bytes, offset: int) -> bytes:
+    """The first character after the call and what chains on it (`[...]`, `.to(...)`, `.T`, closing parentheses);
+    a bracket it cannot close reads as `/`, which keeps the call."""
+    while True:
+        chained = _CHAIN.match(data, offset)
+        assert chained is not None  # every part is optional
+        offset = chained.end()
+        opening = data[offset - 1 : offset]
+        if opening in (b"[", b"("):
+            closing = _closing_bracket(data, offset - 1)
+            if closing is None:
+                return b"/"
+            offset = closing + 1
+        elif chained.end() == chained.start():
+            return data[offset : offset + 1]
+
+
+def _previous_operator(data: bytes, position: int) -> bytes:
+    """The first character before `torch.arange` and the parentheses around it; `#` where a line it passes ends
+    in a comment."""
+    offset = position
+    while offset > 0 and data[offset - 1] in _NAME_BYTES:  # `torch.` or another spelling of the callee
+        offset -= 1
+    while offset > 0 and data[offset - 1 : offset] in (b" ", b"\t", b"\n", b"\r", b"\\", b"("):
+        offset -= 1
+        if data[offset : offset + 1] == b"\n" and b"#" in data[data.rfind(b"\n", 0, offset) + 1 : offset]:
+            return b"#"
+    return data[offset - 1 : offset]
