@@ -19,7 +19,7 @@ _DTYPE = re.compile(rb"\bdtype\b")
 _MAYBE_FLOAT = re.compile(rb"\d[.eEjJ]|\.\d")
 # What makes `log(x)` a hazard: an `exp` (log-sum-exp, softplus, a merge), a softmax, a sigmoid, or `1 + x`.
 _LOG_OF_HAZARD = (b"exp", b"softmax", b"sigmoid", b"+")
-_RENAMED_INNER = re.compile(rb"\b(?:exp|softmax|sigmoid)\s+as\s")
+_INNER_FUNCTIONS = (b"exp", b"softmax", b"sigmoid")
 _CHAIN = re.compile(rb"[ \t\r\n\\)]*(?:\[|\.\w+\(|\.\w+)?")
 _NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 _LONGEST_CALL = 4096
@@ -69,8 +69,14 @@ def exp_may_be_hazard(data: bytes, position: int) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def _renames_inner_functions(data: bytes) -> bool:
-    """Whether the file imports `exp`, `softmax` or `sigmoid` under another name, which the words above miss."""
-    return _RENAMED_INNER.search(data) is not None
+    """Whether the file imports `exp`, `softmax` or `sigmoid` under another name, which the words above miss. Found
+    from each ` as `: a pattern that starts with no fixed text would scan the file ten times slower."""
+    start = data.find(b" as ")
+    while start != -1:
+        if data[max(0, start - 16) : start].rstrip().endswith(_INNER_FUNCTIONS):
+            return True
+        start = data.find(b" as ", start + 1)
+    return False
 
 
 def _closing_bracket(data: bytes, opening: int) -> int | None:
