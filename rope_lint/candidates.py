@@ -1,14 +1,14 @@
 """Which parts of a file can hold a finding, so that only those are parsed (DESIGN §3).
 
-A rule's search starts where its trigger text is: the top-level statements that contain a trigger (and the imports,
-which resolve names) are the only ones parsed. The others are blanked to empty lines, which keeps every line and
-column where it was and costs the parser almost nothing. Parsing a modeling file this way takes a fifth of the
-time of parsing all of it, and the result is the same: where the split into statements is in doubt, the whole
-file is parsed.
+A rule's search starts where its trigger text is: the imports (which resolve names) and the top-level functions and
+classes that hold a trigger are the only ones parsed, and of such a class only the methods that matter (`parse`).
+The rest is blanked to empty lines, which keeps every line and column where it was and costs the parser almost
+nothing. Where the split into statements is in doubt, the whole file is parsed. The text screens
+(`rope_lint.screens`) first drop the occurrences of a trigger that no rule can flag.
 
 All of it works on the file's bytes (UTF-8 unless a coding cookie says otherwise; every needle is ASCII), as read:
-the text a rule reads is decoded once, beside. Bytes are searched with `bytes.find`, once per needle: a regex
-alternation of a dozen words scans ten times slower.
+the text a rule reads is decoded once, beside. Bytes are searched with `bytes.find`, or one pattern for needles that
+begin alike (`prefix_groups`): a regex alternation of a dozen words with no common start scans ten times slower.
 """
 
 from __future__ import annotations
@@ -190,9 +190,10 @@ def parse(
     `ast.parse` raises when what is kept does not parse. A syntax error in what is left out goes unnoticed, as in
     a file without any needle, which is not parsed at all. `occurrences` are of `as_parsed` bytes.
 
-    Of a class, only the methods holding a needle are kept, with `__init__` (where attributes get their values)
-    and every statement that is not a method; unless `whole_class` says, of the class's text from its `class`
-    keyword on, that it is to be kept whole."""
+    Of a class, only the methods holding a needle are kept, with `__init__` and the other methods that assign an
+    attribute (where attributes get their values), and every statement that is not a method; unless `whole_class`
+    says, of the class's text from its `class` keyword on, that it is to be kept whole, or the class names such a
+    class (a subclass of a rotary class is read whole too)."""
     reduced = _reduced(occurrences, needles, whole_class)
     if reduced is not None:
         data, expected = reduced
