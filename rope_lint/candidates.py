@@ -66,6 +66,17 @@ class Occurrences:
         self._positions: dict[str, list[int]] = {}
         self._triggered: dict[str, list[int]] = {}
         self._lines: dict[tuple[str, ...], list[int]] = {}
+        self._marked: dict[tuple[str, ...], list[int]] = {}
+
+    @classmethod
+    def of_text(
+        cls,
+        source: str,
+        screens: Mapping[str, Screen] | None = None,
+        groups: Mapping[str, re.Pattern[bytes]] | None = None,
+    ) -> Occurrences:
+        """For a text that was not read as bytes (an edited file, a test's snippet): its UTF-8 bytes."""
+        return cls(as_parsed(source.encode("utf-8", errors="surrogatepass")), screens=screens, groups=groups)
 
     def positions(self, needles: tuple[str, ...]) -> list[int]:
         """Where any of `needles` occurs, in order."""
@@ -88,8 +99,12 @@ class Occurrences:
     def lines(self, needles: tuple[str, ...]) -> list[int]:
         """The lines on which any of `needles` occurs, in order."""
         if needles not in self._lines:
-            self._lines[needles] = line_numbers(self.data, self.positions(needles))
+            self._lines[needles] = _line_numbers(self.data, self.positions(needles))
         return self._lines[needles]
+
+    def marked_lines(self, needles: tuple[str, ...]) -> list[int]:
+        """The lines of the `marked` places, in order."""
+        return _line_numbers(self.data, self.marked(needles))
 
     def triggered(self, needles: tuple[str, ...]) -> list[int]:
         """Where any of `needles` occurs and its screen, if any, lets a rule start there, in order."""
@@ -107,8 +122,10 @@ class Occurrences:
     def marked(self, needles: tuple[str, ...]) -> list[int]:
         """The triggered places, and where an import statement's `import` is (`_is_import`): the places whose
         statements a rule must see. An `import` in a docstring's example (`>>> from x import y`) is none."""
-        imports = [position for position in self.positions(("import ",)) if _is_import(self.data, position)]
-        return sorted(self.triggered(needles) + imports)
+        if needles not in self._marked:
+            imports = [position for position in self.positions(("import ",)) if _is_import(self.data, position)]
+            self._marked[needles] = sorted(self.triggered(needles) + imports)
+        return self._marked[needles]
 
 
 def as_parsed(data: bytes) -> bytes:
@@ -167,7 +184,7 @@ def _is_import(source: bytes, position: int) -> bool:
     return not line or (line.startswith(b"from ") and not line[5:].lstrip().startswith(b"."))
 
 
-def line_numbers(source: bytes, positions: list[int]) -> list[int]:
+def _line_numbers(source: bytes, positions: list[int]) -> list[int]:
     """The 1-based line of each of the sorted `positions`, each line once, counting lines as `ast` does."""
     numbers: list[int] = []
     line, previous = 1, 0

@@ -31,9 +31,7 @@ class FileContext:
         self.path = path
         self.source = source
         self.tree = tree
-        self.occurrences = occurrences or candidates.Occurrences(
-            candidates.as_parsed(source.encode("utf-8", errors="surrogatepass"))
-        )
+        self.occurrences = occurrences or candidates.Occurrences.of_text(source)
         self._derived: dict[tuple[Hashable, ...], object] = {}
         self.lines = source.splitlines()
         self.parents: dict[ast.AST, ast.AST] = {}
@@ -44,7 +42,7 @@ class FileContext:
         self._method_calls: dict[str, list[ast.Call]] = defaultdict(list)
         # Lines that mention a trigger or an import: only the statements around them are indexed, which keeps a
         # large file with a few candidates nearly as cheap as parsing it.
-        self._marked_lines = candidates.line_numbers(self.occurrences.data, self.occurrences.marked(triggers))
+        self._marked_lines = self.occurrences.marked_lines(triggers)
         self._index_statements(tree.body, tree)
         self._calls_by_name: dict[str, list[ast.Call]] = defaultdict(list)
         for call in self._calls:

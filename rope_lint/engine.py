@@ -77,10 +77,9 @@ def check_source(
     path: str, source: str, settings: Settings, occurrences: candidates.Occurrences | None = None
 ) -> list[Diagnostic]:
     """Findings for one file's text, suppressions and per-file ignores applied. `occurrences` are of the file's
-    bytes as read, where the caller has them."""
+    bytes as read (`candidates.as_parsed`), where the caller has them."""
     if occurrences is None:
-        data = candidates.as_parsed(source.encode("utf-8", errors="surrogatepass"))
-        occurrences = candidates.Occurrences(data, screens=settings.screens, groups=settings.groups)
+        occurrences = candidates.Occurrences.of_text(source, settings.screens, settings.groups)
     triggers = settings.triggers
     if not occurrences.triggered(triggers):
         return []
@@ -160,15 +159,12 @@ def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
     if not settings.may_match(data):
         return []
-    occurrences = candidates.Occurrences(data, screens=settings.screens, groups=settings.groups)
+    occurrences = candidates.Occurrences(candidates.as_parsed(data), screens=settings.screens, groups=settings.groups)
     if not occurrences.triggered(settings.triggers):
         return []
     source = decode(path, data)
     if isinstance(source, Diagnostic):
         return [source]
-    parsed = candidates.as_parsed(data)
-    if parsed is not data:  # a byte order mark, or lone carriage returns: the offsets found so far are off
-        occurrences = candidates.Occurrences(parsed, screens=settings.screens, groups=settings.groups)
     occurrences.encoding = source.encoding
     return check_source(str(path), source.text, settings, occurrences)
 
