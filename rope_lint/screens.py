@@ -20,7 +20,8 @@ _MAYBE_FLOAT = re.compile(rb"\d[.eEjJ]|\.\d")
 # What makes `log(x)` a hazard: an `exp` (log-sum-exp, softplus, a merge), a softmax, a sigmoid, or `1 + x`.
 _LOG_OF_HAZARD = (b"exp", b"softmax", b"sigmoid", b"+")
 _INNER_FUNCTIONS = (b"exp", b"softmax", b"sigmoid")
-_CHAIN = re.compile(rb"[ \t\r\n\\)]*(?:\[|\.\w+\(|\.\w+)?")
+# What may follow a call before its operator: blanks, closing parentheses, comments; then `[`, `.name(` or `.name`.
+_CHAIN = re.compile(rb"(?:[ \t\r\n\\)]|#[^\n]*)*(?:\[|\.\w+\(|\.\w+)?")
 _NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 _LONGEST_CALL = 4096
 
@@ -39,8 +40,8 @@ def arange_may_be_hazard(data: bytes, position: int) -> bool:
         return True
     if _DTYPE.search(arguments) and not _INTEGER_DTYPE.search(arguments):
         return True
-    # A comment can hide the operator on the next or previous line: it keeps the call too.
-    return _next_operator(data, end + 1) in (b"/", b"#") or _previous_operator(data, position) in (b"/", b"#")
+    # A comment before the call can hide the operator on a previous line: it keeps the call too.
+    return _next_operator(data, end + 1) == b"/" or _previous_operator(data, position) in (b"/", b"#")
 
 
 def log_may_be_hazard(data: bytes, position: int) -> bool:
@@ -64,7 +65,7 @@ def exp_may_be_hazard(data: bytes, position: int) -> bool:
     """RPL307, `exp(x) - 1`: False where no `-` follows the call (and what chains on it)."""
     start = data.find(b"(", position)
     end = _closing_bracket(data, start)
-    return end is None or _next_operator(data, end + 1) in (b"-", b"#")
+    return end is None or _next_operator(data, end + 1) == b"-"
 
 
 @functools.lru_cache(maxsize=8)
@@ -77,6 +78,17 @@ def _renames_inner_functions(data: bytes) -> bool:
             return True
         start = data.find(b" as ", start + 1)
     return False
+
+
+def rotary_name_may_be_class(data: bytes, position: int) -> bool:
+    """RPL203, whose triggers are the table (`inv_freq`) and the words of a rotary class's name (`Rotary`, `Rope`,
+    `RoPE`): a name counts only on the first line of a `class` statement, where `rotary.rotary_classes` reads it
+    (as the class's name or a base's). The words in comments ("# Specific to RoPE models"), docstrings and calls
+    are False."""
+    if data.startswith(b"inv_freq", position):
+        return True
+    line_start = data.rfind(b"\n", 0, position) + 1
+    return data[line_start:position].lstrip().startswith(b"class ")
 
 
 def _closing_bracket(data: bytes, opening: int) -> int | None:
@@ -96,8 +108,8 @@ def _closing_bracket(data: bytes, opening: int) -> int | None:
 
 
 def _next_operator(data: bytes, offset: int) -> bytes:
-    """The first character after the call and what chains on it (`[...]`, `.to(...)`, `.T`, closing parentheses);
-    a bracket it cannot close reads as `/`, which keeps the call."""
+    """The first character after the call and what chains on it (`[...]`, `.to(...)`, `.T`, closing parentheses,
+    comments); a bracket it cannot close reads as `/`, which keeps the call."""
     while True:
         chained = _CHAIN.match(data, offset)
         assert chained is not None  # every part is optional

@@ -11,18 +11,22 @@ from rope_lint.candidates import Screen
 from rope_lint.engine import Settings, check_source
 from rope_lint.rule import Invalid, Rule
 from rope_lint.rules import ALL_RULES, select_rules
-from rope_lint.screens import arange_may_be_hazard, exp_may_be_hazard, log_may_be_hazard
+from rope_lint.screens import arange_may_be_hazard, exp_may_be_hazard, log_may_be_hazard, rotary_name_may_be_class
 
 SCREENED_RULES = [rule for rule in ALL_RULES if rule.may_flag is not Rule.may_flag]
 
 
 def screened(code: str, trigger: bytes = b"arange", screen: Screen = arange_may_be_hazard) -> list[bool]:
     data = code.encode()
-    positions, start = [], data.find(trigger)
+    return [screen(data, position) for position in _positions(data, trigger)]
+
+
+def _positions(data: bytes, word: bytes) -> list[int]:
+    positions, start = [], data.find(word)
     while start != -1:
         positions.append(start)
-        start = data.find(trigger, start + 1)
-    return [screen(data, position) for position in positions]
+        start = data.find(word, start + 1)
+    return positions
 
 
 def test_the_common_triggers_are_screened() -> None:
@@ -71,6 +75,7 @@ def test_what_a_rule_could_flag_is_kept(code: str) -> None:
         "ids = torch.arange(n)\n",
         "ids = torch.arange(n, device=device).expand(b, n) * 2\n",
         "ids = np.arange(n)\n",
+        "ids = torch.arange(\n    n + 1, dtype=torch.int32, device=d\n)  # a copy here\nfirst = ids[:-1] / 2\n",
     ],
 )
 def test_integer_enumerations_outside_a_division_are_dropped(code: str) -> None:
@@ -120,7 +125,47 @@ def test_the_log_screen_keeps_what_a_log_rule_reads(code: str, kept: bool) -> No
         ("d = x.exp() - 1\n", True),
         ("p = torch.exp(logits)\n", False),
         ("p = torch.exp(logits) * mask\n", False),
+        ("d = (\n    torch.exp(x)  # a comment before the operator\n    - 1\n)\n", True),
+        ("p = torch.exp(logits)  # a comment, then the next statement\nq = -p\n", False),
     ],
 )
 def test_the_exp_screen_keeps_a_subtraction(code: str, kept: bool) -> None:
     assert screened(code, b"exp(", exp_may_be_hazard) == [kept]
+
+
+@pytest.mark.parametrize(
+    ("code", "kept"),
+    [
+        ("class LlamaRotaryEmbedding(nn.Module):\n", True),
+        ("class Scaled(LlamaRotaryEmbedding):  # a subclass, by its base\n", True),
+        ("    class NestedRopeCache:\n", True),
+        ("        kwargs = {'sin': sin}  # Specific to RoPE models\n", False),
+        ('    """Applies Rotary Position Embedding to the query and key tensors."""\n', False),
+        ("        self.rotary_emb = LlamaRotaryEmbedding(config)\n", False),
+    ],
+)
+def test_the_rotary_name_screen_keeps_class_headers_only(code: str, kept: bool) -> None:
+    positions = [p for word in (b"Rotary", b"Rope", b"RoPE") for p in _positions(code.encode(), word)]
+    assert [rotary_name_may_be_class(code.encode(), position) for position in positions] == [kept]
+
+
+def test_the_rotary_name_screen_keeps_every_table() -> None:
+    code = b"        freqs = torch.outer(t, self.inv_freq)  # RoPE\n"
+    assert rotary_name_may_be_class(code, code.find(b"inv_freq"))
+
+
+def test_an_attention_forward_that_only_mentions_rope_is_not_parsed() -> None:
+    """Its comment names RoPE, but RPL203 reads rotary classes only: the forward (here with a syntax error) is
+    left out, and the rotary class beside it is checked."""
+    code = (
+        "import torch\n\n\n"
+        "class RotaryEmbedding(torch.nn.Module):\n"
+        "    def __init__(self, dim, device=None):\n"
+        "        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device=device).float() / dim))\n\n\n"
+        "class Attention(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        kwargs = {'sin': sin}  # Specific to RoPE models\n"
+        "        return x +\n"
+    )
+    found = check_source("model.py", code, Settings(select_rules(["RPL203"], []), Path(".")))
+    assert [(d.code, d.start.line) for d in found] == [("RPL203", 6)]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rope_lint import rotary
+from rope_lint import rotary, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.rule import Invalid, Rule, Valid
@@ -45,6 +45,7 @@ class RopeDeviceMath(Rule):
     code = "RPL203"
     name = "rope-device-math"
     triggers = (b"inv_freq", b"Rotary", b"Rope", b"RoPE")  # the table, or a rotary class by its name
+    may_flag = staticmethod(screens.rotary_name_may_be_class)
     reads_rotary_classes = True
     fixability = "unsafe"
     rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
