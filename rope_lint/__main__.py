@@ -1,5 +1,3 @@
-import sys
+from rope_lint.cli import run
 
-from rope_lint.cli import main
-
-sys.exit(main())
+run()

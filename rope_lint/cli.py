@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -34,6 +35,23 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rope-lint check | head`: the reader has what it wanted
         sys.stderr.close()
         return EXIT_CLEAN
+
+
+def run() -> None:
+    """The `rope-lint` command itself: `main`, then an exit that skips the interpreter's teardown. Freeing every
+    module and object at exit takes about 15 ms, longer than ruff's whole check of a file; mypy exits the same
+    way. Output is flushed first, and everything rope-lint writes to a file is closed before `main` returns."""
+    try:
+        code = main()
+    except SystemExit as error:  # argparse's --help, --version and usage errors, after printing
+        if not isinstance(error.code, int | None):
+            raise
+        code = error.code or 0
+    for stream in (sys.stdout, sys.stderr):
+        # A reader that left (`rope-lint check | head`), or a stream `main` closed, has all it will take.
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def _parser(command: str | None = None) -> argparse.ArgumentParser:

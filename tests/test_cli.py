@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -221,3 +222,39 @@ def test_check_imports_neither_libcst_nor_torch(tmp_path: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_long_report_arrives_whole_though_the_command_skips_teardown(tmp_path: Path) -> None:
+    """`rope-lint` ends with `os._exit`: what it printed must be flushed first. Output to a pipe is buffered
+    unless PYTHONUNBUFFERED is set, as it may be where the tests run: here it is not."""
+    write(tmp_path, {"many.py": "import torch\n" + "t = torch.arange(4096, dtype=torch.float32)\n" * 3000})
+    result = subprocess.run(
+        [sys.executable, "-m", "rope_lint", "check", "many.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=BUFFERED,
+    )
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3001 and lines[-1].startswith("Found 3000 findings.")
+    assert result.stderr == ""
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    write(tmp_path, {"many.py": "import torch\n" + "t = torch.arange(4096, dtype=torch.float32)\n" * 3000})
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "rope_lint", "check", "many.py"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=BUFFERED,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.readline().startswith(b"many.py:2:")
+    reader.stdout.close()  # `rope-lint check | head -1`
+    assert reader.stderr.read() == b""
+    assert reader.wait(timeout=60) == 0
+
+
+BUFFERED = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
