@@ -9,15 +9,17 @@ import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-from rope_lint import __version__, progress
+from rope_lint import TYPE_CHECKING, __version__, progress
 from rope_lint.config import Config, ConfigError, load
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import LARGE_RUN, Settings, check_paths, map_files
 from rope_lint.files import Excludes, discover
 from rope_lint.output import FORMATS, renderer, text
 from rope_lint.rules import ALL_RULES, RULES_BY_CODE, UnknownCodeError, matches, select_rules
+
+if TYPE_CHECKING:
+    from typing import Any
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

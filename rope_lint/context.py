@@ -10,13 +10,15 @@ import ast
 import bisect
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterator
-from typing import TypeGuard, TypeVar
 
-from rope_lint import candidates
+from rope_lint import TYPE_CHECKING, candidates
 from rope_lint.diagnostics import Diagnostic, Fix, Position
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from typing import TypeGuard, TypeVar
+
+    T = TypeVar("T")
 
 
 class FileContext:

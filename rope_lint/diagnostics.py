@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from collections import namedtuple
 
 # Findings about the run itself rather than the code. They are always reported (they can be ignored, never
 # selected away), and they make the exit code 2.
@@ -26,14 +26,15 @@ class FixSafety(str, enum.Enum):
     UNSAFE = "unsafe"
 
 
-class Position(NamedTuple):
+class Position(namedtuple("Position", ("line", "column"))):
     """1-based line, 0-based column in characters (not bytes): the column LibCST and editors count."""
 
+    __slots__ = ()
     line: int
     column: int
 
 
-class Fix(NamedTuple):
+class Fix(namedtuple("Fix", ("safety", "data"), defaults=((),))):
     """A fix offered for a finding.
 
     The edit itself is made later by the rule's `fix` method on the LibCST node at the finding's range, so
@@ -41,21 +42,26 @@ class Fix(NamedTuple):
     the name torch is imported as); it is plain strings so that findings can cross process boundaries.
     """
 
+    __slots__ = ()
     safety: FixSafety
-    data: tuple[tuple[str, str], ...] = ()
+    data: tuple[tuple[str, str], ...]  # default ()
 
     def get(self, key: str) -> str:
         return dict(self.data)[key]
 
 
-class Diagnostic(NamedTuple):
+_DIAGNOSTIC_FIELDS = ("path", "code", "name", "message", "start", "end", "fix")
+
+
+class Diagnostic(namedtuple("Diagnostic", _DIAGNOSTIC_FIELDS, defaults=(None,))):
+    __slots__ = ()
     path: str
     code: str
     name: str
     message: str
     start: Position
     end: Position
-    fix: Fix | None = None
+    fix: Fix | None  # default None
 
     @property
     def sort_key(self) -> tuple[str, Position, str]:

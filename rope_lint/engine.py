@@ -10,9 +10,8 @@ import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 
-from rope_lint import candidates, rotary
+from rope_lint import TYPE_CHECKING, candidates, rotary
 from rope_lint.config import Config
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
@@ -22,9 +21,11 @@ from rope_lint.rules import matches
 from rope_lint.suppressions import is_suppressed
 
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from rope_lint.cache import ResultCache
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 # Below this many files a process pool costs more to start than it saves, and a result cache more to load, hash
 # and write than it saves.

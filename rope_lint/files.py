@@ -6,9 +6,9 @@ import codecs
 import fnmatch
 import io
 import os
+from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 # Folders no one wants linted, as ruff's default excludes name them (hidden folders are skipped too), and any
 # virtual environment, found by its pyvenv.cfg.
@@ -72,9 +72,10 @@ def _walk(folder: Path, excluded: Excludes) -> Iterator[Path]:
         yield Path(failed.filename or folder)
 
 
-class SourceFile(NamedTuple):
+class SourceFile(namedtuple("SourceFile", ("path", "data", "text", "encoding", "bom"))):
     """A file's bytes and its text, with what it takes to write edited text back byte for byte."""
 
+    __slots__ = ()
     path: Path
     data: bytes
     text: str

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections import namedtuple
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
@@ -25,12 +25,13 @@ _DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
 
 
-class Origin(NamedTuple):
+class Origin(namedtuple("Origin", ("path", "line", "inherited_from"), defaults=(None,))):
     """Where a generated statement comes from: the modular source, or a parent model's file that it inherits from."""
 
+    __slots__ = ()
     path: Path
     line: int | None
-    inherited_from: str | None = None  # the parent's class or function, when the statement comes from a parent
+    inherited_from: str | None  # the parent's class or function, when the statement comes from a parent (default None)
 
     def describe(self, generated: Path, modular: Path) -> str:
         where = f"{_relative(self.path, generated)}" + (f":{self.line}" if self.line else "")

@@ -9,7 +9,7 @@ it writes through the file's own imports, and asks for `import torch` only where
 from __future__ import annotations
 
 import ast
-from typing import NamedTuple
+from collections import namedtuple
 
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Fix, FixSafety
@@ -54,9 +54,10 @@ def unary_operand(ctx: FileContext, node: ast.AST | None, op: str) -> ast.expr |
     return None
 
 
-class Reduction(NamedTuple):
+class Reduction(namedtuple("Reduction", ("operand", "method", "args", "keywords", "function"))):
     """`torch.sum(x, d)` or `x.sum(d)`: the operand, the spelling, and the arguments besides the operand."""
 
+    __slots__ = ()
     operand: ast.expr
     method: bool
     args: list[ast.expr]
@@ -109,9 +110,10 @@ def softplus_argument(ctx: FileContext, call: ast.Call) -> ast.expr | None:
     return unary_operand(ctx, inner, "exp")
 
 
-class ShiftedMerge(NamedTuple):
+class ShiftedMerge(namedtuple("ShiftedMerge", ("node", "base", "other", "base_side"))):
     """`a + log(1 + exp(b - a))`, the sum in either order."""
 
+    __slots__ = ()
     node: ast.BinOp
     base: ast.expr  # a
     other: ast.expr  # b

@@ -9,10 +9,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO, TypeVar
 
-T = TypeVar("T")
-R = TypeVar("R")
+from rope_lint import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TextIO, TypeVar
+
+    T = TypeVar("T")
+    R = TypeVar("R")
 
 # Runs this short finish before a bar would be worth reading.
 MIN_FILES = 200

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import namedtuple
 from collections.abc import Iterator
-from typing import NamedTuple
 
 from rope_lint.context import FileContext, FunctionNode, is_self_attribute
 
@@ -32,9 +32,10 @@ TABLE_NEEDLES = (
 TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
 
 
-class TableStore(NamedTuple):
+class TableStore(namedtuple("TableStore", ("node", "name", "value", "as_buffer", "persistent"))):
     """One place a table is stored: `register_buffer(...)`, `x = nn.Buffer(...)`, `setattr(...)` or `self.x = ...`."""
 
+    __slots__ = ()
     node: ast.expr | ast.stmt  # the call, or the assignment
     name: str  # the attribute name, or the literal tail of an f-string name
     value: ast.expr

@@ -7,32 +7,37 @@ suite, so the documentation cannot drift from the behaviour.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 
 if TYPE_CHECKING:
+    from typing import ClassVar
+
     import libcst as cst
 
 
-class Valid(NamedTuple):
+class Valid(namedtuple("Valid", ("code",))):
     """Code the rule must leave alone."""
 
+    __slots__ = ()
     code: str
 
 
-class Invalid(NamedTuple):
+class Invalid(namedtuple("Invalid", ("code", "fixed", "safety", "count"), defaults=(None, None, 1))):
     """Code the rule must flag `count` times, and what `fix --unsafe-fixes` must make of it.
 
     `fixed` is None when the rule offers no fix for this code; `safety` is the fix's safety otherwise.
     """
 
+    __slots__ = ()
     code: str
-    fixed: str | None = None
-    safety: FixSafety | None = None
-    count: int = 1
+    fixed: str | None  # default None
+    safety: FixSafety | None  # default None
+    count: int  # default 1
 
 
 class Rule:

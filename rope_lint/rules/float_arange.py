@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from rope_lint import enumerations, screens
+from rope_lint import TYPE_CHECKING, enumerations, screens
 from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
 from rope_lint.dtypes import FLOAT32_DTYPES, is_floating_dtype, qualified_dtype
