@@ -6,6 +6,7 @@ import codecs
 import fnmatch
 import io
 import os
+import re
 from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -106,13 +107,27 @@ class SourceFile(namedtuple("SourceFile", ("path", "data", "text", "encoding", "
 
 
 def _declared_encoding(data: bytes) -> str:
-    """The encoding Python reads `data` in. Most files declare nothing: those skip `tokenize`, which costs more
-    to import than a small file takes to check."""
+    """The encoding Python reads `data` in. Most files declare nothing, or UTF-8 on their first line (`# coding=utf-8`
+    heads most of transformers): those skip `tokenize`, which costs more to import than a file takes to check."""
     first = data.find(b"\n")
     second = data.find(b"\n", first + 1) if first != -1 else -1
     head = data if second == -1 else data[:second]  # a cookie is on the first or second line
-    if not data.startswith(codecs.BOM_UTF8) and b"coding" not in head:
-        return "utf-8"
+    if not data.startswith(codecs.BOM_UTF8):
+        if b"coding" not in head:
+            return "utf-8"
+        cookie = re.match(_CODING_COOKIE, data[: first if first != -1 else None])
+        if cookie and _is_utf8(cookie[1]):
+            return "utf-8"  # a cookie on the first line rules, whatever the second says
     import tokenize
 
     return tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+
+
+# PEP 263's cookie, as `tokenize` matches it; compiled on first use, by `re`'s cache.
+_CODING_COOKIE = rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)"
+
+
+def _is_utf8(name: bytes) -> bool:
+    """Whether `tokenize` names this encoding "utf-8" (it takes "UTF_8" and "utf-8-unix" so too, not "utf8")."""
+    normal = name[:12].lower().replace(b"_", b"-")
+    return normal == b"utf-8" or normal.startswith(b"utf-8-")

@@ -125,6 +125,35 @@ def test_fix_keeps_bytes_outside_the_edit(tmp_path: Path, original: bytes, expec
     assert path.stat().st_mode & 0o777 == 0o640
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"# coding=utf-8\n",
+        b"# -*- coding: UTF_8 -*-\n",
+        b"# vim: set fileencoding=utf-8-unix :\n",
+        b"# coding: utf8\n",  # tokenize keeps this name: no shortcut
+        b"# coding: latin-1\n",
+        b"# coding=utf-8\n# coding: latin-1\n",  # the first line rules
+        b"#!/usr/bin/env python\n# coding: latin-1\n",
+        b"x = 1  # coding: latin-1\n",  # not a comment line: no cookie
+        b"\n# -*- coding: cp1252 -*-\n",
+        b"\xef\xbb\xbf# coding: utf-8\n",
+        b"# coding: utf-8\rx = 1  # coding: latin-1\n",  # a lone CR does not end the first line for tokenize
+    ],
+)
+def test_the_encoding_is_the_one_python_reads(head: bytes) -> None:
+    """Most files say UTF-8 on their first line, and skip `tokenize`; every file gets the encoding it would."""
+    import io
+    import tokenize
+
+    from rope_lint.files import SourceFile
+
+    data = head + b"import torch\n"
+    read_as = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    source = SourceFile.decode(Path("model.py"), data)
+    assert (source.encoding, source.bom) == (read_as.removesuffix("-sig"), read_as.endswith("-sig"))
+
+
 def test_a_fix_that_would_not_parse_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import libcst as cst
 
