@@ -14,8 +14,12 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import read
+
+if TYPE_CHECKING:
+    from rope_lint.files import FilePath
 
 Key = tuple[str, str, str]
 VERSION = 1
@@ -25,8 +29,9 @@ class BaselineError(ValueError):
     """A baseline file that is missing or not ours."""
 
 
-def write(path: Path, diagnostics: list[Diagnostic]) -> int:
+def write(path: FilePath, diagnostics: list[Diagnostic]) -> int:
     """Write the baseline; returns how many findings it holds."""
+    path = Path(path)
     counts = _keys(diagnostics, path.resolve().parent)
     entries = [
         {"path": p, "code": code, "snippet": snippet, "count": count}
@@ -36,7 +41,8 @@ def write(path: Path, diagnostics: list[Diagnostic]) -> int:
     return sum(counts.values())
 
 
-def load(path: Path) -> Counter[Key]:
+def load(path: FilePath) -> Counter[Key]:
+    path = Path(path)
     try:
         data = json.loads(path.read_text())
         if data.get("version") != VERSION:
@@ -48,10 +54,10 @@ def load(path: Path) -> Counter[Key]:
         raise BaselineError(f"{path}: not a rope-lint baseline ({error})") from None
 
 
-def new_findings(diagnostics: list[Diagnostic], baseline_path: Path) -> list[Diagnostic]:
+def new_findings(diagnostics: list[Diagnostic], baseline_path: FilePath) -> list[Diagnostic]:
     """The findings the baseline does not hold, in their order."""
     remaining = load(baseline_path)
-    root = baseline_path.resolve().parent
+    root = Path(baseline_path).resolve().parent
     snippets = _Snippets()
     kept = []
     for diagnostic in diagnostics:

@@ -13,9 +13,12 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
+
+if TYPE_CHECKING:
+    from rope_lint.files import FilePath
 
 FOLDER = ".rope_lint_cache"
 # A cache file no run has written for this long belongs to an old version or an old configuration.
@@ -40,10 +43,10 @@ class ResultCache:
             pass  # no cache yet, or one that cannot be read: the run checks every file and writes a new one
 
     @classmethod
-    def for_run(cls, root: Path, rule_codes: list[str], per_file_ignores: dict[str, list[str]]) -> ResultCache:
+    def for_run(cls, root: FilePath, rule_codes: list[str], per_file_ignores: dict[str, list[str]]) -> ResultCache:
         digest = hashlib.blake2b(_code_version().encode(), digest_size=12)
         digest.update(repr((sorted(rule_codes), sorted(per_file_ignores.items()))).encode())
-        return cls(root / FOLDER, digest.hexdigest())
+        return cls(Path(root) / FOLDER, digest.hexdigest())
 
     def __bool__(self) -> bool:
         """Whether the cache holds anything to look up."""

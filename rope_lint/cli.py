@@ -8,7 +8,6 @@ import os
 import sys
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 from rope_lint import TYPE_CHECKING, __version__, progress
 from rope_lint.config import Config, ConfigError, load
@@ -92,7 +91,7 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     _add_selection_arguments(check)
     check.add_argument("--output-format", choices=FORMATS, default="text")
     check.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
-    check.add_argument("--baseline", type=Path, metavar="FILE", help="leave out the findings this baseline holds")
+    check.add_argument("--baseline", metavar="FILE", help="leave out the findings this baseline holds")
     check.add_argument("--diff-base", metavar="REF", help="report only findings on lines changed since a git ref")
     _add_run_arguments(check)
     check.set_defaults(handler=_check)
@@ -100,7 +99,7 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
 
 def _baseline_arguments(baseline: argparse.ArgumentParser) -> None:
     _add_selection_arguments(baseline)
-    baseline.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    baseline.add_argument("-o", "--output", required=True, metavar="FILE")
     _add_run_arguments(baseline)
     baseline.set_defaults(handler=_baseline)
 
@@ -144,9 +143,9 @@ def _codes(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _resolve(args: argparse.Namespace) -> tuple[Config, Settings, list[Path]]:
+def _resolve(args: argparse.Namespace) -> tuple[Config, Settings, list[str]]:
     """Config from the nearest pyproject.toml, overridden by flags; and the files to look at."""
-    config = load(Path(args.paths[0]))
+    config = load(args.paths[0])
     for key in ("select", "ignore", "exclude"):
         if getattr(args, key) is not None:
             setattr(config, key, getattr(args, key))
@@ -155,7 +154,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, Settings, list[Path]]:
     return config, settings, files
 
 
-def _checked(args: argparse.Namespace, config: Config, settings: Settings, files: list[Path]) -> list[Diagnostic]:
+def _checked(args: argparse.Namespace, config: Config, settings: Settings, files: list[str]) -> list[Diagnostic]:
     """The findings of `check` and `baseline`, through the result cache for a large run, unless `--no-cache` (or
     `--verbose`, which wants the tracebacks of a fresh run)."""
     results = None
@@ -211,8 +210,8 @@ def _check(args: argparse.Namespace) -> int:
     return _exit_code(diagnostics)
 
 
-def _folder(path: str) -> Path:
-    return Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+def _folder(path: str) -> str:
+    return path if os.path.isdir(path) else os.path.dirname(os.path.realpath(path))
 
 
 def _baseline(args: argparse.Namespace) -> int:
@@ -229,13 +228,15 @@ def _baseline(args: argparse.Namespace) -> int:
 
 
 def _fix(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from rope_lint import generated
     from rope_lint.copies import diverged_by_fix
     from rope_lint.fixes import fix_file
 
     config, settings, files = _resolve(args)
     # A generated file's fix only lasts if its modular source, or the parent it inherits from, gets it too (DESIGN §5).
-    files = generated.with_origins(files, settings)
+    files = [Path(path) for path in generated.with_origins(files, settings)]
     outcomes = map_files(partial(fix_file, settings=settings, unsafe=args.unsafe_fixes, diff_only=args.diff), files)
     remaining: list[Diagnostic] = []
     for outcome in outcomes:

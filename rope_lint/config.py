@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 
 SECTION = "rope-lint"
 _LIST_KEYS = ("select", "ignore", "exclude")
@@ -16,7 +16,7 @@ class ConfigError(ValueError):
 class Config:
     """The settings of a run; flags replace what the file says, key by key."""
 
-    def __init__(self, root: Path, source: Path | None = None) -> None:
+    def __init__(self, root: str, source: str | None = None) -> None:
         self.root = root  # paths in `exclude` and `per-file-ignores` are relative to it
         self.source = source
         self.select: list[str] = ["ALL"]
@@ -25,24 +25,27 @@ class Config:
         self.per_file_ignores: dict[str, list[str]] = {}
 
 
-def find_pyproject(start: Path) -> Path | None:
+def find_pyproject(start: str | os.PathLike[str]) -> str | None:
     """The nearest pyproject.toml at or above `start` that has a `[tool.rope-lint]` section."""
-    folder = start.resolve()
-    if not folder.is_dir():
-        folder = folder.parent
-    for candidate in (folder, *folder.parents):
-        pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file() and SECTION in _read(pyproject).get("tool", {}):
+    folder = os.path.realpath(start)
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    while True:
+        pyproject = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(pyproject) and SECTION in _read(pyproject).get("tool", {}):
             return pyproject
-    return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
-def load(start: Path) -> Config:
+def load(start: str | os.PathLike[str]) -> Config:
     pyproject = find_pyproject(start)
     if pyproject is None:
-        return Config(root=Path.cwd())
+        return Config(root=os.getcwd())
     table = _read(pyproject)["tool"][SECTION]
-    config = Config(root=pyproject.parent, source=pyproject)
+    config = Config(root=os.path.dirname(pyproject), source=pyproject)
     for key, value in table.items():
         if key in _LIST_KEYS:
             setattr(config, key, _string_list(value, pyproject, key))
@@ -58,9 +61,10 @@ def load(start: Path) -> Config:
     return config
 
 
-def _read(pyproject: Path) -> dict:
+def _read(pyproject: str) -> dict:
     try:
-        text = pyproject.read_text(encoding="utf-8")
+        with open(pyproject, encoding="utf-8") as handle:
+            text = handle.read()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{pyproject}: cannot read: {error}") from None
     if SECTION not in text:
@@ -75,7 +79,7 @@ def _read(pyproject: Path) -> dict:
         raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
 
 
-def _string_list(value: object, pyproject: Path, key: str) -> list[str]:
+def _string_list(value: object, pyproject: str, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ConfigError(f"{pyproject}: [tool.{SECTION}] {key} must be a list of strings")
     return value

@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from functools import partial
-from pathlib import Path
 
 from rope_lint import TYPE_CHECKING, candidates, rotary
 from rope_lint.config import Config
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from typing import TypeVar
 
     from rope_lint.cache import ResultCache
+    from rope_lint.files import FilePath
 
     T = TypeVar("T")
 
@@ -38,7 +38,7 @@ class Settings:
     def __init__(
         self,
         rules: list[Rule],
-        root: Path,
+        root: FilePath,
         per_file_ignores: dict[str, list[str]] | None = None,
         verbose: bool = False,
     ) -> None:
@@ -62,7 +62,7 @@ class Settings:
     def from_config(cls, config: Config, rules: list[Rule], verbose: bool = False) -> Settings:
         return cls(rules=rules, root=config.root, per_file_ignores=config.per_file_ignores, verbose=verbose)
 
-    def ignored_codes(self, path: Path) -> list[str]:
+    def ignored_codes(self, path: FilePath) -> list[str]:
         codes: list[str] = []
         for pattern, pattern_codes in self.per_file_ignores.items():
             if Excludes([pattern], self.root)(path):
@@ -96,7 +96,7 @@ def check_source(
         ctx = FileContext(path, source, tree, triggers, occurrences)
     except RecursionError:  # a 50,000-deep attribute chain parses, but is too deep to index
         return [_error(path, SYNTAX_ERROR, "expression too deeply nested to analyse", 1, 0)]
-    ignored = settings.ignored_codes(Path(path))
+    ignored = settings.ignored_codes(path)
     found: list[Diagnostic] = []
     for rule in settings.rules:
         if matches(rule.code, ignored):
@@ -117,16 +117,17 @@ def check_source(
     )
 
 
-def read(path: Path) -> SourceFile | Diagnostic:
+def read(path: FilePath) -> SourceFile | Diagnostic:
     """The file, or the finding that says why it cannot be read."""
     data = read_bytes(path)
     return data if isinstance(data, Diagnostic) else decode(path, data)
 
 
-def read_bytes(path: Path) -> bytes | Diagnostic:
+def read_bytes(path: FilePath) -> bytes | Diagnostic:
     try:
         try:
-            return path.read_bytes()
+            with open(path, "rb") as handle:
+                return handle.read()
         except IsADirectoryError:  # a folder the walk could not list: say why
             os.scandir(path).close()
             return _error(str(path), READ_ERROR, "cannot read folder", 1, 0)
@@ -134,19 +135,19 @@ def read_bytes(path: Path) -> bytes | Diagnostic:
         return _error(str(path), READ_ERROR, f"cannot read: {error.strerror or error}", 1, 0)
 
 
-def decode(path: Path, data: bytes) -> SourceFile | Diagnostic:
+def decode(path: FilePath, data: bytes) -> SourceFile | Diagnostic:
     try:
         return SourceFile.decode(path, data)
     except ValueError as error:
         return _error(str(path), READ_ERROR, str(error), 1, 0)
 
 
-def check_file(path: Path, settings: Settings) -> list[Diagnostic]:
+def check_file(path: FilePath, settings: Settings) -> list[Diagnostic]:
     data = read_bytes(path)
     return [data] if isinstance(data, Diagnostic) else _check_bytes(path, data, settings)
 
 
-def check_file_keyed(path: Path, settings: Settings) -> tuple[str | None, list[Diagnostic]]:
+def check_file_keyed(path: FilePath, settings: Settings) -> tuple[str | None, list[Diagnostic]]:
     """The file's findings, and the key they are cached under (None when the file could not be read)."""
     from rope_lint.cache import content_key
 
@@ -156,7 +157,7 @@ def check_file_keyed(path: Path, settings: Settings) -> tuple[str | None, list[D
     return content_key(data, settings.ignored_codes(path)), _check_bytes(path, data, settings)
 
 
-def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic]:
+def _check_bytes(path: FilePath, data: bytes, settings: Settings) -> list[Diagnostic]:
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
     if not settings.may_match(data):
         return []
@@ -170,7 +171,7 @@ def _check_bytes(path: Path, data: bytes, settings: Settings) -> list[Diagnostic
     return check_source(str(path), source.text, settings, occurrences)
 
 
-def check_paths(paths: Iterable[Path], settings: Settings, cache: ResultCache | None = None) -> list[Diagnostic]:
+def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCache | None = None) -> list[Diagnostic]:
     """Every file's findings, in order. With a cache, files whose key it holds are not checked again, and it
     learns the others."""
     paths = list(paths)
@@ -178,13 +179,13 @@ def check_paths(paths: Iterable[Path], settings: Settings, cache: ResultCache | 
         return [d for result in map_files(partial(check_file, settings=settings), paths) for d in result]
     from rope_lint.cache import content_key
 
-    found: dict[Path, list[Diagnostic]] = {}
+    found: dict[FilePath, list[Diagnostic]] = {}
     if cache:  # a run with a cache to use reads every file here, and checks only the others in parallel
         for path in paths:
-            try:
-                key = content_key(path.read_bytes(), settings.ignored_codes(path))
-            except OSError:
-                continue
+            data = read_bytes(path)
+            if isinstance(data, Diagnostic):
+                continue  # reported by the check below
+            key = content_key(data, settings.ignored_codes(path))
             cached = cache.get(key, str(path))
             if cached is not None:
                 found[path] = cached
@@ -197,7 +198,7 @@ def check_paths(paths: Iterable[Path], settings: Settings, cache: ResultCache | 
     return [d for path in paths for d in found[path]]
 
 
-def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
+def map_files(work: Callable[[FilePath], T], files: list[FilePath]) -> list[T]:
     """`work` on every file, spread over all cores when there are enough files to repay the start-up.
 
     `work` must be picklable: a module-level function, or a `functools.partial` of one.
@@ -214,7 +215,7 @@ def map_files(work: Callable[[Path], T], files: list[Path]) -> list[T]:
         return list(pool.map(work, files, chunksize=chunk))
 
 
-def _forked_map(work: Callable[[Path], T], files: list[Path], processes: int) -> list[T]:
+def _forked_map(work: Callable[[FilePath], T], files: list[FilePath], processes: int) -> list[T]:
     """`work` on `files` in this process and `processes - 1` forked children, each taking every n-th file (files
     next to each other cost alike, so the shares come out even); a child sends its results back pickled through a
     pipe. A pool would leave this process idle while it feeds the others: a whole-tree check took 7% longer."""

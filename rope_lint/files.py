@@ -9,7 +9,14 @@ import os
 import re
 from collections import namedtuple
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+
+from rope_lint import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    # A file's path: the check path has strings (see `discover`); fixes and tests pass `Path`s too.
+    FilePath: TypeAlias = str | os.PathLike[str]
 
 # Folders no one wants linted, as ruff's default excludes name them (hidden folders are skipped too), and any
 # virtual environment, found by its pyvenv.cfg.
@@ -22,74 +29,84 @@ class Excludes:
     """Glob patterns, matched like ruff's `exclude`: against the path relative to the config's folder, and
     against every trailing part of it (so `fixtures` excludes `a/fixtures/b.py`)."""
 
-    def __init__(self, patterns: Iterable[str], root: Path) -> None:
+    def __init__(self, patterns: Iterable[str], root: FilePath) -> None:
         self.patterns = [pattern.rstrip("/") for pattern in patterns]
         self.root = root
 
-    def __call__(self, path: Path) -> bool:
+    def __call__(self, path: FilePath) -> bool:
         if not self.patterns:
             return False
-        try:
-            relative = path.resolve().relative_to(self.root.resolve()).as_posix()
-        except ValueError:
-            relative = path.as_posix()
+        real, root = os.path.realpath(path), os.path.realpath(self.root)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            relative = os.path.relpath(real, root)
+        else:
+            relative = as_given(os.fspath(path))
+        relative = relative.replace(os.sep, "/")
         parts = relative.split("/")
         candidates = {relative, *("/".join(parts[i:]) for i in range(len(parts))), *parts}
         return any(fnmatch.fnmatchcase(candidate, pattern) for pattern in self.patterns for candidate in candidates)
 
 
-def discover(paths: Iterable[str], excluded: Excludes) -> Iterator[Path]:
-    """Python files under `paths`, in a stable order. Excludes apply to files named explicitly too, as
-    pre-commit passes every staged file by name."""
+def discover(paths: Iterable[str], excluded: Excludes) -> Iterator[str]:
+    """Python files under `paths`, in a stable order, spelled as `pathlib` would (`./a.py` as `a.py`). Excludes
+    apply to files named explicitly too, as pre-commit passes every staged file by name. Paths are strings, not
+    `Path`s: a one-file check would spend more on importing `pathlib` than on the check."""
     for given in paths:
-        path = Path(given)
-        if path.is_dir():
+        path = as_given(given)
+        if os.path.isdir(path):
             yield from _walk(path, excluded)
         elif not excluded(path):
             yield path
 
 
-def _walk(folder: Path, excluded: Excludes) -> Iterator[Path]:
+def as_given(path: str) -> str:
+    """`path` as `str(Path(path))` spells it: without `.` parts and repeated or trailing separators."""
+    parts = [part for part in path.split(os.sep) if part not in ("", ".")]
+    return (os.sep if path.startswith(os.sep) else "") + os.sep.join(parts) or "."
+
+
+def _walk(folder: str, excluded: Excludes) -> Iterator[str]:
     unreadable: list[OSError] = []
-    # Strings, not Paths, until a file is yielded: a Path per folder entry costs more than the walk.
     for root, folders, files in os.walk(folder, onerror=unreadable.append):
+        root = "" if root == "." else root.removeprefix("." + os.sep)  # pathlib spells `./a/b.py` as `a/b.py`
         # A folder that cannot be listed is yielded itself, so that reading it reports why (engine.read).
         while unreadable:
             failed = unreadable.pop()
-            yield Path(failed.filename or root)
+            yield as_given(failed.filename or root)
         folders[:] = sorted(
             name
             for name in folders
             if not name.startswith(".")
             and name not in _SKIPPED_FOLDERS
             and not os.path.exists(os.path.join(root, name, "pyvenv.cfg"))
-            and not (excluded.patterns and excluded(Path(root, name)))
+            and not (excluded.patterns and excluded(os.path.join(root, name)))
         )
         for name in sorted(files):
-            if name.endswith((".py", ".pyi")) and not (excluded.patterns and excluded(Path(root, name))):
-                yield Path(root, name)
+            if name.endswith((".py", ".pyi")) and not (excluded.patterns and excluded(os.path.join(root, name))):
+                yield os.path.join(root, name)
     while unreadable:
         failed = unreadable.pop()
-        yield Path(failed.filename or folder)
+        yield as_given(failed.filename or folder)
 
 
 class SourceFile(namedtuple("SourceFile", ("path", "data", "text", "encoding", "bom"))):
     """A file's bytes and its text, with what it takes to write edited text back byte for byte."""
 
     __slots__ = ()
-    path: Path
+    path: FilePath
     data: bytes
     text: str
     encoding: str
     bom: bool
 
     @classmethod
-    def read(cls, path: Path) -> SourceFile:
+    def read(cls, path: FilePath) -> SourceFile:
         """Raises OSError, or ValueError for bytes that are not source text."""
-        return cls.decode(path, path.read_bytes())
+        with open(path, "rb") as handle:
+            return cls.decode(path, handle.read())
 
     @classmethod
-    def decode(cls, path: Path, data: bytes) -> SourceFile:
+    def decode(cls, path: FilePath, data: bytes) -> SourceFile:
         """Raises ValueError for bytes that are not source text."""
         try:
             # A PEP 263 coding cookie or a UTF-8 BOM decides the encoding, as for Python itself.

@@ -13,10 +13,13 @@ import os
 import re
 from collections import namedtuple
 from functools import lru_cache
-from pathlib import Path
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
+
+if TYPE_CHECKING:
+    from rope_lint.files import FilePath
 
 _BANNER = re.compile(r"This file was automatically generated from (\S*?modular_\w+\.py)")
 _BANNER_SPAN = 2048  # the banner is the file's first comment block
@@ -29,27 +32,27 @@ class Origin(namedtuple("Origin", ("path", "line", "inherited_from"), defaults=(
     """Where a generated statement comes from: the modular source, or a parent model's file that it inherits from."""
 
     __slots__ = ()
-    path: Path
+    path: str
     line: int | None
     inherited_from: str | None  # the parent's class or function, when the statement comes from a parent (default None)
 
-    def describe(self, generated: Path, modular: Path) -> str:
-        where = f"{_relative(self.path, generated)}" + (f":{self.line}" if self.line else "")
+    def describe(self, generated: FilePath, modular: str) -> str:
+        where = os.path.relpath(self.path, os.path.dirname(generated)) + (f":{self.line}" if self.line else "")
         if self.inherited_from is None:
             return f"generated from {where}"
-        return f"generated from {modular.name}, which inherits {self.inherited_from} from {where}"
+        return f"generated from {os.path.basename(modular)}, which inherits {self.inherited_from} from {where}"
 
 
-def modular_source(path: Path, text: str) -> Path | None:
-    """The modular file named in a generated file's banner, or None for a hand-written file."""
+def modular_source(path: FilePath, text: str) -> str | None:
+    """The modular file named in a generated file's banner (links resolved), or None for a hand-written file."""
     match = _BANNER.search(text[:_BANNER_SPAN])
     if match is None:
         return None
-    candidate = _real(path).parent / Path(match.group(1)).name
-    return candidate if candidate.is_file() else None
+    candidate = os.path.join(os.path.dirname(_real(path)), os.path.basename(match.group(1)))
+    return candidate if os.path.isfile(candidate) else None
 
 
-def origin(path: Path, text: str, line: int) -> Origin | None:
+def origin(path: FilePath, text: str, line: int) -> Origin | None:
     """Where the statement at `line` of the generated file `path` is written; None for a hand-written file."""
     modular = modular_source(path, text)
     if modular is None:
@@ -80,20 +83,19 @@ def annotated(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     result = []
     for diagnostic in diagnostics:
         if diagnostic.path not in texts:
-            texts[diagnostic.path] = _generated_text(Path(diagnostic.path))
+            texts[diagnostic.path] = _generated_text(diagnostic.path)
         text = texts[diagnostic.path]
-        found = origin(Path(diagnostic.path), text, diagnostic.start.line) if text else None
+        found = origin(diagnostic.path, text, diagnostic.start.line) if text else None
         if found is not None:
-            path = Path(diagnostic.path)
-            modular = modular_source(path, text or "")
+            modular = modular_source(diagnostic.path, text or "")
             assert modular is not None
-            message = f"{diagnostic.message} ({found.describe(path, modular)})"
+            message = f"{diagnostic.message} ({found.describe(diagnostic.path, modular)})"
             diagnostic = diagnostic._replace(message=message)
         result.append(diagnostic)
     return result
 
 
-def with_origins(files: list[Path], settings: Settings) -> list[Path]:
+def with_origins(files: list[FilePath], settings: Settings) -> list[FilePath]:
     """`files`, and for each generated file among them its modular source and the parent files that its findings
     come from, so that a fix edits them all and a regeneration gives the edited file."""
     seen = {_real(path) for path in files}
@@ -113,24 +115,29 @@ def with_origins(files: list[Path], settings: Settings) -> list[Path]:
     return [*files, *extra]
 
 
-def _generated_text(path: Path) -> str | None:
+def _generated_text(path: FilePath) -> str | None:
     """The file's text when it has the banner (read cheaply first), else None."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             if _BANNER.search(handle.read(_BANNER_SPAN)) is None:
                 return None
-        return path.read_text(encoding="utf-8")
+        return _read_text(path)
     except (OSError, UnicodeDecodeError):
         return None
 
 
 # A whole tree's findings point at the same few files (Llama's rotary class): read and parse each once. The cache
 # keys on the text, so that a file that a fix rewrote is read afresh.
-def _text(path: Path) -> str:
+def _text(path: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return _read_text(path)
     except (OSError, UnicodeDecodeError):
         return ""
+
+
+def _read_text(path: FilePath) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
 
 
 @lru_cache(maxsize=64)
@@ -141,7 +148,7 @@ def _tree(text: str) -> ast.Module | None:
         return None
 
 
-def _parse(path: Path) -> ast.Module | None:
+def _parse(path: str) -> ast.Module | None:
     return _tree(_text(path))
 
 
@@ -153,7 +160,7 @@ def _enclosing_definition(text: str, line: int) -> Definition | None:
     return None
 
 
-def _find_line(path: Path, statement: str, node: ast.AST) -> int | None:
+def _find_line(path: str, statement: str, node: ast.AST) -> int | None:
     """The first line within `node` whose text, stripped, is `statement`."""
     lines = _text(path).splitlines()
     first, last = getattr(node, "lineno", 1), getattr(node, "end_lineno", None) or len(lines)
@@ -163,10 +170,11 @@ def _find_line(path: Path, statement: str, node: ast.AST) -> int | None:
     return None
 
 
-def _parent_files(modular: Path, tree: ast.Module) -> dict[str, Path]:
+def _parent_files(modular: str, tree: ast.Module) -> dict[str, str]:
     """Each name the modular source imports from another model's module (`from ..llama.modeling_llama import X`, or
     `from ..detr.image_processing_detr import Y`): its file."""
-    names: dict[str, Path] = {}
+    names: dict[str, str] = {}
+    folders = _folders_above(modular)
     for node in tree.body:
         # `from ..llama.modeling_llama import`, `from ...models.llama.modeling_llama import`, or absolute
         if not (isinstance(node, ast.ImportFrom) and node.module and node.level != 1):
@@ -174,17 +182,16 @@ def _parent_files(modular: Path, tree: ast.Module) -> dict[str, Path]:
         if node.level == 0 and not node.module.startswith("transformers.models."):
             continue
         up = node.level - 1 if node.level else 2  # models/X/modular_X.py: [2] is transformers/
-        if up >= len(modular.parents):
+        if up >= len(folders):
             continue
-        package = modular.parents[up]
         parts = node.module.split(".")[0 if node.level else 1 :]
-        path = package.joinpath(*parts).with_suffix(".py")
-        if path.parent.parent.name == "models" and path.is_file():
+        path = os.path.join(folders[up], *parts) + ".py"
+        if os.path.basename(os.path.dirname(os.path.dirname(path))) == "models" and os.path.isfile(path):
             names.update({alias.asname or alias.name: path for alias in node.names})
     return names
 
 
-def _same_kind(class_name: str, modular: Path, tree: ast.Module) -> list[str]:
+def _same_kind(class_name: str, modular: str, tree: ast.Module) -> list[str]:
     """Classes of the parent models named like `class_name` but for the model prefix (`LlamaRotaryEmbedding` for
     `MistralRotaryEmbedding`), longest shared suffix first."""
     parents = _parent_files(modular, tree)
@@ -201,7 +208,7 @@ def _same_kind(class_name: str, modular: Path, tree: ast.Module) -> list[str]:
     return []
 
 
-def _from_parents(modular: Path, tree: ast.Module, bases: list[str], statement: str) -> Origin | None:
+def _from_parents(modular: str, tree: ast.Module, bases: list[str], statement: str) -> Origin | None:
     parents = _parent_files(modular, tree)
     files = set(parents.values())
     for base in bases:
@@ -218,16 +225,20 @@ def _from_parents(modular: Path, tree: ast.Module, bases: list[str], statement: 
     return None
 
 
-def _definition(path: Path, name: str) -> Definition | None:
+def _definition(path: str, name: str) -> Definition | None:
     tree = _parse(path)
     return next((n for n in tree.body if isinstance(n, _DEFINITIONS) and n.name == name), None) if tree else None
 
 
-def _relative(path: Path, generated: Path) -> str:
-    return os.path.relpath(path, generated.parent)
+def _folders_above(path: str) -> list[str]:
+    """The folders that hold `path`, nearest first, as `Path.parents` lists them."""
+    folders = [os.path.dirname(path)]
+    while os.path.dirname(folders[-1]) != folders[-1]:
+        folders.append(os.path.dirname(folders[-1]))
+    return folders
 
 
-def _real(path: Path) -> Path:
-    """The path with links resolved; unlike `Path.resolve`, a symlink loop does not raise (it is read later and
-    reported as an RPL901 finding)."""
-    return Path(os.path.realpath(path))
+def _real(path: FilePath) -> str:
+    """The path with links resolved; a symlink loop does not raise (it is read later and reported as an RPL901
+    finding)."""
+    return os.path.realpath(path)

@@ -11,7 +11,11 @@ import re
 import subprocess
 from pathlib import Path
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
+
+if TYPE_CHECKING:
+    from rope_lint.files import FilePath
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 ALL_LINES = None  # for untracked files: every line is new
@@ -21,7 +25,7 @@ class GitDiffError(RuntimeError):
     """git is missing, the path is not in a repository, or the ref does not exist."""
 
 
-def changed_lines(ref: str, cwd: Path) -> dict[Path, set[int] | None]:
+def changed_lines(ref: str, cwd: FilePath) -> dict[Path, set[int] | None]:
     """Resolved path -> changed line numbers, or None for a file that is new throughout."""
     top = Path(_git(["rev-parse", "--show-toplevel"], cwd).strip())
     diff = _git(["diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames", "--dst-prefix=b/", ref, "--"], top)
@@ -42,7 +46,7 @@ def changed_lines(ref: str, cwd: Path) -> dict[Path, set[int] | None]:
     return changed
 
 
-def on_changed_lines(diagnostics: list[Diagnostic], ref: str, cwd: Path) -> list[Diagnostic]:
+def on_changed_lines(diagnostics: list[Diagnostic], ref: str, cwd: FilePath) -> list[Diagnostic]:
     """Findings on changed lines; findings about the run itself (RPL9xx) always stay."""
     changed = changed_lines(ref, cwd)
 
@@ -68,7 +72,7 @@ def _unquote(name: str) -> str:
     return name
 
 
-def _git(args: list[str], cwd: Path) -> str:
+def _git(args: list[str], cwd: FilePath) -> str:
     # core.quotepath=off keeps non-ASCII file names readable in the diff headers.
     command = ["git", "-c", "core.quotepath=off", *args]
     try:
