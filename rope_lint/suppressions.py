@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import re
 
-_SUPPRESSION = re.compile(
-    r"#\s*(?:rope-lint:\s*ignore(?:\[(?P<ours>[^\]]*)\])?|noqa(?::\s*(?P<noqa>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?)",
-    re.IGNORECASE,
+# Compiled on first use, by `re`'s cache: most findings are on lines that name neither word.
+_SUPPRESSION = (
+    r"#\s*(?:rope-lint:\s*ignore(?:\[(?P<ours>[^\]]*)\])?|noqa(?::\s*(?P<noqa>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?)"
 )
 
 
 def suppressed_codes(line: str) -> set[str] | None:
     """The codes a line silences; an empty set means every code; None means nothing is silenced."""
-    if "#" not in line:
+    lowered = line.lower()
+    if "noqa" not in lowered and "rope-lint" not in lowered:
         return None
     found: set[str] | None = None
-    for match in _SUPPRESSION.finditer(line):
+    for match in re.finditer(_SUPPRESSION, line, re.IGNORECASE):
         codes = match.group("ours") if match.group("ours") is not None else match.group("noqa")
         if codes is None:
             return set()
