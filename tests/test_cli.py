@@ -224,6 +224,23 @@ def test_check_imports_neither_libcst_nor_torch(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1] == "[]"
 
 
+def test_a_one_file_check_imports_no_module_it_can_do_without(tmp_path: Path) -> None:
+    """A pre-commit run checks a few files, and starting up is most of its time: importing `typing`, `pathlib` or
+    `tokenize` (for a file headed `# coding=utf-8`, as transformers' are) would cost more than the check. Modules
+    the interpreter had before `main` (an editable install's import hook brings pathlib) do not count."""
+    write(tmp_path, {"model.py": "# coding=utf-8\n" + FLOAT_ARANGE})
+    probe = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "from rope_lint.cli import main\n"
+        "main(['check', 'model.py'])\n"
+        "print(sorted(m for m in ('typing', 'pathlib', 'tokenize') if m in sys.modules and m not in before))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert "RPL101" in result.stdout
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
 def test_a_long_report_arrives_whole_though_the_command_skips_teardown(tmp_path: Path) -> None:
     """`rope-lint` ends with `os._exit`: what it printed must be flushed first. Output to a pipe is buffered
     unless PYTHONUNBUFFERED is set, as it may be where the tests run: here it is not."""
