@@ -7,8 +7,6 @@ a false alarm on `dtype=input_ids.dtype` costs a user more than a missed guess.
 from __future__ import annotations
 
 import ast
-import functools
-import re
 from collections.abc import Iterable
 
 from rope_lint.context import FileContext, FunctionNode
@@ -36,13 +34,24 @@ _DTYPE_PRESERVING_METHODS = frozenset(
     }
 )  # fmt: skip
 
-# Names that hold indices, lengths or masks in model code: `bbox.dtype` and `input_ids.dtype` are integer.
-_INTEGER_NAME = r"(^|_)(ids?|idx|index|indices|lengths?|bbox(es)?|labels?|positions?|pos|counts?|mask|offsets?|steps?)$"
+# Names that hold indices, lengths or masks in model code: `bbox.dtype` and `input_ids.dtype` are integer. A name is
+# read by its last word: `attention_mask`, `position_ids`. (Sets, not patterns: compiling a pattern costs more than a
+# small file's check.)
+_INTEGER_WORDS = frozenset(
+    {
+        "id", "ids", "idx", "index", "indices", "length", "lengths", "bbox", "bboxes", "label", "labels", "position",
+        "positions", "pos", "count", "counts", "mask", "offset", "offsets", "step", "steps",
+    }
+)  # fmt: skip
 # Names that hold activations, embeddings or frequencies: floating in any model that names them so.
-_FLOATING_NAME = (
-    r"^(x|q|k|v|hidden|query|key|value|logits|scores|features?|emb|inv_freq|freqs?)$"
-    r"|(hidden_states?|_states|embeds?|embeddings?|_emb|_embed|pixel_values|_weights?|_freqs?|_scores|_output)$"
-)
+_FLOATING_NAMES = frozenset(
+    {"x", "q", "k", "v", "hidden", "query", "key", "value", "logits", "scores", "feature", "features", "emb",
+     "inv_freq", "freq", "freqs"}
+)  # fmt: skip
+_FLOATING_ENDINGS = (
+    "hidden_state", "hidden_states", "_states", "embed", "embeds", "embedding", "embeddings", "_emb", "pixel_values",
+    "_weight", "_weights", "_freq", "_freqs", "_scores", "_output",
+)  # fmt: skip
 
 
 def qualified_dtype(ctx: FileContext, node: ast.expr) -> str | None:
@@ -121,12 +130,11 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
     return None
 
 
-@functools.cache
 def _by_name(name: str) -> bool | None:
-    """What a tensor's name says of its dtype. The patterns compile on first use: most files never ask."""
-    if re.search(_INTEGER_NAME, name):
+    """What a tensor's name says of its dtype."""
+    if name.rpartition("_")[2] in _INTEGER_WORDS:
         return False
-    if re.search(_FLOATING_NAME, name):
+    if name in _FLOATING_NAMES or name.endswith(_FLOATING_ENDINGS):
         return True
     return None
 
