@@ -39,7 +39,7 @@ from libcst.codemod import VisitorBasedCodemodCommand
 
 from rope_lint.copies import source_chain
 from rope_lint.cst_edits import EQUAL, with_keyword
-from rope_lint.rotary import ROTARY_CLASS_NAME, is_table_name, reachable_from_init
+from rope_lint.rotary import is_rotary_class_name, is_table_name, reachable_from_init
 
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16", "type_as"})
 _FP32_SUFFIX = "_fp32"
@@ -83,7 +83,7 @@ def rotary_class_names(module: cst.Module) -> set[str]:
     names = {
         cls.name.value
         for cls in classes
-        if ROTARY_CLASS_NAME.search(cls.name.value)
+        if is_rotary_class_name(cls.name.value)
         or m.findall(cls, m.SimpleString(value=m.MatchRegex(r".*inv_freq.*")))
         or m.findall(cls, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchRegex(r".*inv_freq.*"))))
     }
