@@ -67,7 +67,7 @@ def _read(pyproject: str) -> dict:
             text = handle.read()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{pyproject}: cannot read: {error}") from None
-    if SECTION not in text:
+    if not _may_hold_section(text):
         return {}  # most projects have no section of ours: skip the 15 ms it takes to import a TOML parser
     if sys.version_info >= (3, 11):
         import tomllib
@@ -77,6 +77,17 @@ def _read(pyproject: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
+
+
+def _may_hold_section(text: str) -> bool:
+    """Whether the TOML text can define `[tool.rope-lint]`, told without parsing it: a project that names rope-lint
+    only as a dependency (or as its own name) is not parsed. Blanks and quotes are dropped first, so that every
+    spelling of the keys counts: `[tool . "rope-lint"]`, `tool.rope-lint.select = ...` at the top, a `rope-lint` key
+    under `[tool]`, or an inline `tool = {...}`."""
+    if SECTION not in text:
+        return False
+    compact = "\n" + text.replace(" ", "").replace("\t", "").replace('"', "").replace("'", "")
+    return f"tool.{SECTION}" in compact or "[tool]" in compact or "\ntool=" in compact
 
 
 def _string_list(value: object, pyproject: str, key: str) -> list[str]:

@@ -106,6 +106,50 @@ def test_configuration_in_pyproject_and_flags_override_it(tmp_path: Path) -> Non
     assert [(f["path"], f["code"]) for f in json.loads(result.stdout)] == [("b.py", "RPL103")]
 
 
+@pytest.mark.parametrize(
+    "section",
+    [
+        '[tool.rope-lint]\nselect = ["RPL103"]\n',
+        '[ tool . "rope-lint" ]\nselect = ["RPL103"]\n',
+        '[tool]\nrope-lint.select = ["RPL103"]\n',
+        '[tool]\n"rope-lint" = { select = ["RPL103"] }\n',
+        'tool.rope-lint.select = ["RPL103"]\n',
+        "tool = { 'rope-lint' = { select = ['RPL103'] } }\n",
+    ],
+)
+def test_every_spelling_of_the_section_is_read(tmp_path: Path, section: str) -> None:
+    project = '\n[project]\nname = "zoo"\ndependencies = ["rope-lint"]\n'
+    write(tmp_path, {"pyproject.toml": section + project, "a.py": FLOAT_ARANGE, "b.py": DIVISION})
+    result = rope_lint("check", "--output-format", "json", ".", cwd=tmp_path)
+    assert [(f["path"], f["code"]) for f in json.loads(result.stdout)] == [("b.py", "RPL103")]
+
+
+def test_a_project_that_names_rope_lint_only_as_a_dependency_is_not_parsed(tmp_path: Path) -> None:
+    """Parsing TOML means importing a TOML parser, which costs more than checking a file: a pyproject.toml that
+    mentions rope-lint outside `[tool.rope-lint]` (a dependency, a script name) is not read as TOML."""
+    pyproject = """
+        [project]
+        name = "zoo"
+        dependencies = ["rope-lint>=0.1"]
+
+        [project.scripts]
+        rope-lint-zoo = "zoo:main"
+
+        [tool.ruff]
+        line-length = 100
+    """
+    write(tmp_path, {"pyproject.toml": pyproject, "a.py": FLOAT_ARANGE})
+    probe = (
+        "import sys\n"
+        "from rope_lint.cli import main\n"
+        "main(['check', 'a.py'])\n"
+        "print(sorted(m for m in ('tomllib', 'tomli') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert "RPL101" in result.stdout
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
 def test_configuration_errors_are_one_line(tmp_path: Path) -> None:
     write(tmp_path, {"pyproject.toml": "[tool.rope-lint]\nselct = ['RPL1']\n", "a.py": CLEAN})
     result = rope_lint("check", ".", cwd=tmp_path)
