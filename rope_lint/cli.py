@@ -25,7 +25,10 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser(argv[0] if argv else None).parse_args(argv)
+    if argv and argv[0] in _COMMANDS:
+        args = _command_parser(argv[0]).parse_args(argv[1:])
+    else:  # `rope-lint --help`, `--version`, or no command
+        args = _parser().parse_args(argv)
     try:
         return args.handler(args)
     except (ConfigError, UnknownCodeError) as error:
@@ -55,9 +58,8 @@ def run() -> None:
     os._exit(code)
 
 
-def _parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser. When the command is known, only its subparser is built: building all of them costs
-    more than checking a file does."""
+def _parser() -> argparse.ArgumentParser:
+    """The parser of the whole command line, every command's subparser in it."""
     parser = argparse.ArgumentParser(
         prog="rope-lint",
         description="Find and fix numerical-precision hazards in PyTorch model code.",
@@ -66,8 +68,15 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rope-lint {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, build) in _COMMANDS.items():
-        if command not in _COMMANDS or command == name:
-            build(commands.add_parser(name, help=help_text, formatter_class=_HelpFormatter))
+        build(commands.add_parser(name, help=help_text, formatter_class=_HelpFormatter))
+    return parser
+
+
+def _command_parser(name: str) -> argparse.ArgumentParser:
+    """One command's parser on its own, as `_parser` builds it for that command: building them all, or the
+    top-level one, costs more than checking a file does."""
+    parser = argparse.ArgumentParser(prog=f"rope-lint {name}", formatter_class=_HelpFormatter)
+    _COMMANDS[name][1](parser)
     return parser
 
 

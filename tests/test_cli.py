@@ -84,6 +84,17 @@ def test_unknown_code_is_a_usage_error(tmp_path: Path) -> None:
     assert result.stderr.strip() == "rope-lint: error: unknown rule code or prefix: 'XYZ9'"
 
 
+def test_a_usage_error_names_the_command_and_the_top_level_help_lists_every_command() -> None:
+    """A command's parser is built on its own, without the top-level one (see `cli.main`): it still answers as
+    the command."""
+    result = rope_lint("check", "--bogus")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0].startswith("usage: rope-lint check [-h]")
+    assert result.stderr.splitlines()[-1] == "rope-lint check: error: unrecognized arguments: --bogus"
+    listed = rope_lint("--help").stdout
+    assert all(f"    {command} " in listed for command in ("check", "baseline", "fix", "rules", "rule", "probe"))
+
+
 def test_configuration_in_pyproject_and_flags_override_it(tmp_path: Path) -> None:
     write(
         tmp_path,
