@@ -21,9 +21,11 @@ from rope_lint.engine import Settings, check_source
 if TYPE_CHECKING:
     from rope_lint.files import FilePath
 
-_BANNER = re.compile(r"This file was automatically generated from (\S*?modular_\w+\.py)")
+# Patterns compile on first use, by `re`'s cache: most checks meet no generated file.
+_BANNER_TEXT = "This file was automatically generated from"
+_BANNER = _BANNER_TEXT + r" (\S*?modular_\w+\.py)"
 _BANNER_SPAN = 2048  # the banner is the file's first comment block
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_CAMEL_BOUNDARY = r"(?<=[a-z0-9])(?=[A-Z])"
 _DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -45,7 +47,7 @@ class Origin(namedtuple("Origin", ("path", "line", "inherited_from"), defaults=(
 
 def modular_source(path: FilePath, text: str) -> str | None:
     """The modular file named in a generated file's banner (links resolved), or None for a hand-written file."""
-    match = _BANNER.search(text[:_BANNER_SPAN])
+    match = re.search(_BANNER, text[:_BANNER_SPAN])
     if match is None:
         return None
     candidate = os.path.join(os.path.dirname(_real(path)), os.path.basename(match.group(1)))
@@ -119,7 +121,7 @@ def _generated_text(path: FilePath) -> str | None:
     """The file's text when it has the banner (read cheaply first), else None."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            if _BANNER.search(handle.read(_BANNER_SPAN)) is None:
+            if _BANNER_TEXT not in handle.read(_BANNER_SPAN):
                 return None
         return _read_text(path)
     except (OSError, UnicodeDecodeError):
@@ -199,7 +201,7 @@ def _same_kind(class_name: str, modular: str, tree: ast.Module) -> list[str]:
     for path in dict.fromkeys(parents.values()):  # in import order, not a set's: the same answer on every run
         parent_tree = _parse(path)
         candidates += [node.name for node in parent_tree.body if isinstance(node, ast.ClassDef)] if parent_tree else []
-    words = _CAMEL_BOUNDARY.split(class_name)
+    words = re.split(_CAMEL_BOUNDARY, class_name)
     for cut in range(1, len(words)):
         suffix = "".join(words[cut:])
         matching = [name for name in dict.fromkeys(candidates) if name.endswith(suffix) and name != class_name]
