@@ -150,15 +150,7 @@ def test_a_project_that_names_rope_lint_only_as_a_dependency_is_not_parsed(tmp_p
         line-length = 100
     """
     write(tmp_path, {"pyproject.toml": pyproject, "a.py": FLOAT_ARANGE})
-    probe = (
-        "import sys\n"
-        "from rope_lint.cli import main\n"
-        "main(['check', 'a.py'])\n"
-        "print(sorted(m for m in ('tomllib', 'tomli') if m in sys.modules))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
-    assert "RPL101" in result.stdout
-    assert result.stdout.splitlines()[-1] == "[]"
+    assert imported_by_check(tmp_path, "a.py", ("tomllib", "tomli")) == []
 
 
 def test_configuration_errors_are_one_line(tmp_path: Path) -> None:
@@ -269,14 +261,7 @@ def test_fix_keeps_encoding_bom_line_endings_and_mode(tmp_path: Path) -> None:
 
 def test_check_imports_neither_libcst_nor_torch(tmp_path: Path) -> None:
     write(tmp_path, {"a.py": FLOAT_ARANGE})
-    probe = (
-        "import sys\n"
-        "from rope_lint.cli import main\n"
-        f"main(['check', {str(tmp_path)!r}])\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('libcst', 'torch', 'transformers')))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert result.stdout.splitlines()[-1] == "[]"
+    assert imported_by_check(tmp_path, ".", ("libcst", "torch", "transformers")) == []
 
 
 def test_a_one_file_check_imports_no_module_it_can_do_without(tmp_path: Path) -> None:
@@ -284,16 +269,22 @@ def test_a_one_file_check_imports_no_module_it_can_do_without(tmp_path: Path) ->
     `tokenize` (for a file headed `# coding=utf-8`, as transformers' are) would cost more than the check. Modules
     the interpreter had before `main` (an editable install's import hook brings pathlib) do not count."""
     write(tmp_path, {"model.py": "# coding=utf-8\n" + FLOAT_ARANGE})
+    assert imported_by_check(tmp_path, "model.py", ("typing", "pathlib", "tokenize")) == []
+
+
+def imported_by_check(folder: Path, path: str, packages: tuple[str, ...]) -> list[str]:
+    """The modules of `packages` that `rope-lint check path` imports, run in `folder` (which has a finding), apart
+    from those the interpreter had before."""
     probe = (
-        "import sys\n"
+        "import json, sys\n"
         "before = set(sys.modules)\n"
         "from rope_lint.cli import main\n"
-        "main(['check', 'model.py'])\n"
-        "print(sorted(m for m in ('typing', 'pathlib', 'tokenize') if m in sys.modules and m not in before))\n"
+        f"main(['check', {path!r}])\n"
+        f"print(json.dumps(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in {packages!r})))\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
-    assert "RPL101" in result.stdout
-    assert result.stdout.splitlines()[-1] == "[]"
+    result = subprocess.run([sys.executable, "-c", probe], cwd=folder, capture_output=True, text=True)
+    assert "RPL101" in result.stdout, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
 
 
 def test_a_long_report_arrives_whole_though_the_command_skips_teardown(tmp_path: Path) -> None:
