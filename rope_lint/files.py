@@ -60,9 +60,14 @@ def discover(paths: Iterable[str], excluded: Excludes) -> Iterator[str]:
 
 
 def as_given(path: str) -> str:
-    """`path` as `str(Path(path))` spells it: without `.` parts and repeated or trailing separators."""
+    """`path` as `str(Path(path))` spells it: without `.` parts and repeated or trailing separators (and, on
+    Windows, with `/` as `\\`)."""
+    if os.altsep:
+        path = path.replace(os.altsep, os.sep)
     parts = [part for part in path.split(os.sep) if part not in ("", ".")]
-    return (os.sep if path.startswith(os.sep) else "") + os.sep.join(parts) or "."
+    double = os.sep * 2  # POSIX leaves two leading slashes to the system, and pathlib keeps them
+    root = double if path.startswith(double) and not path.startswith(os.sep * 3) else os.sep * path.startswith(os.sep)
+    return root + os.sep.join(parts) or "."
 
 
 def _walk(folder: str, excluded: Excludes) -> Iterator[str]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pytest
 from helpers import rope_lint
+
+from rope_lint.files import as_given
 
 FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
 BF16_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.bfloat16)\n"  # RPL101, unsafe fix
@@ -191,6 +194,15 @@ def test_walk_skips_hidden_folders_and_virtual_environments(tmp_path: Path) -> N
     )
     result = rope_lint("check", "--output-format", "json", cwd=tmp_path)
     assert [f["path"] for f in json.loads(result.stdout)] == ["model.py"]
+
+
+def test_paths_are_spelled_as_pathlib_spells_them() -> None:
+    """The check path has path strings, not `Path`s (see `files.discover`), and prints them as before: every string
+    of up to six of `a`, `.` and `/` is spelled as `str(PurePath(...))` spells it."""
+    for length in range(7):
+        for characters in itertools.product("a./", repeat=length):
+            path = "".join(characters)
+            assert as_given(path) == str(PurePath(path)), path
 
 
 def test_unreadable_files_are_reported_and_the_rest_still_checked(tmp_path: Path) -> None:
