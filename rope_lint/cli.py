@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rope-lint check | head`: the reader has what it wanted
         sys.stderr.close()
         return EXIT_CLEAN
+    except OSError as error:  # what reads the code reports its own errors: this is writing, to a full disk say
+        _report_os_error(error)
+        return EXIT_ERROR
 
 
 def run() -> None:
@@ -51,11 +54,22 @@ def run() -> None:
         if not isinstance(error.code, int | None):
             raise
         code = error.code or 0
-    for stream in (sys.stdout, sys.stderr):
-        # A reader that left (`rope-lint check | head`), or a stream `main` closed, has all it will take.
-        with contextlib.suppress(BrokenPipeError, ValueError):
-            stream.flush()
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # a reader that left (`rope-lint check | head`), a stream `main` closed
+        pass
+    except OSError as error:
+        _report_os_error(error)
+        code = EXIT_ERROR
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     os._exit(code)
+
+
+def _report_os_error(error: OSError) -> None:
+    where = f"{error.filename}: " if error.filename else ""
+    with contextlib.suppress(OSError, ValueError):  # stderr may be as full as stdout
+        print(f"rope-lint: error: {where}{error.strerror or error}", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:

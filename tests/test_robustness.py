@@ -154,6 +154,28 @@ def test_the_encoding_is_the_one_python_reads(head: bytes) -> None:
     assert (source.encoding, source.bom) == (read_as.removesuffix("-sig"), read_as.endswith("-sig"))
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full (Linux)")
+@pytest.mark.parametrize("buffered", [True, False])
+@pytest.mark.parametrize("command", [["check", "fixtures/hazards"], ["rule", "RPL101"]])
+def test_output_that_cannot_be_written_is_a_one_line_error(command: list[str], buffered: bool) -> None:
+    """Written while the command runs, or flushed as it ends (`cli.run`): either way one line, exit 2."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if not buffered:
+        environment["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "rope_lint", *command], cwd=REPO, stdout=full, stderr=subprocess.PIPE, text=True,
+            env=environment,
+        )  # fmt: skip
+    assert (result.returncode, result.stderr) == (2, "rope-lint: error: No space left on device\n")
+
+
+def test_a_baseline_that_cannot_be_written_is_a_one_line_error(tmp_path: Path) -> None:
+    result = rope_lint("baseline", "fixtures/hazards", "-o", str(tmp_path / "missing" / "baseline.json"), cwd=REPO)
+    assert result.returncode == 2
+    assert result.stderr == f"rope-lint: error: {tmp_path / 'missing' / 'baseline.json'}: No such file or directory\n"
+
+
 def test_a_fix_that_would_not_parse_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import libcst as cst
 
