@@ -43,6 +43,13 @@ def partial_and_full(source: str, settings: Settings = ALL) -> tuple[list[Diagno
     return check_source("model.py", source, settings), full_findings("model.py", source, settings)
 
 
+def located_as_by_a_full_parse(source: str) -> list[tuple[str, int, int]]:
+    """Where the findings are, after checking they are those of parsing the whole file."""
+    partial, full = partial_and_full(source)
+    assert partial == full
+    return located(partial)
+
+
 def parsed(source: str, settings: Settings = ALL) -> ast.Module:
     """The tree the rules get for `source`."""
     occurrences = candidates.Occurrences(source.encode())
@@ -185,9 +192,7 @@ def test_decorated_classes_keep_their_decorators_and_only_the_methods_that_matte
                 return torch.arange(n, dtype=torch.bfloat16)
         '''
     )
-    partial, full = partial_and_full(source)
-    assert partial == full
-    assert located(partial) == [
+    assert located_as_by_a_full_parse(source) == [
         ("RPL101", *at(source, "torch.arange(n, dtype=torch.float16)")),
         ("RPL101", *at(source, "torch.arange(n, dtype=torch.bfloat16)")),
     ]
@@ -218,9 +223,7 @@ def test_code_in_a_module_string_at_column_zero_is_text_not_statements() -> None
             return torch.arange(n, dtype=torch.bfloat16)
         '''
     )
-    partial, full = partial_and_full(source)
-    assert partial == full
-    assert located(partial) == [("RPL101", *at(source, "torch.arange(n, dtype=torch.bfloat16)"))]
+    assert located_as_by_a_full_parse(source) == [("RPL101", *at(source, "torch.arange(n, dtype=torch.bfloat16)"))]
     tree = parsed(source)
     assert definitions(tree) == {"positions"}
     assert [type(node).__name__ for node in tree.body] == ["Import", "Assign", "FunctionDef"]
@@ -247,9 +250,7 @@ def test_a_bracket_continued_at_column_zero_holds_a_found_hazard() -> None:
             ])
         """
     )
-    partial, full = partial_and_full(source)
-    assert partial == full
-    assert located(partial) == [
+    assert located_as_by_a_full_parse(source) == [
         ("RPL101", *at(source, "torch.arange(8, dtype=torch.float16)")),
         ("RPL101", *at(source, "torch.arange(n, dtype=torch.bfloat16)")),
     ]
@@ -278,9 +279,7 @@ def test_hazards_in_the_else_and_except_clauses_of_top_level_statements_are_foun
             READY = True
         """
     )
-    partial, full = partial_and_full(source)
-    assert partial == full
-    assert located(partial) == [
+    assert located_as_by_a_full_parse(source) == [
         ("RPL101", *at(source, "torch.arange(16, dtype=torch.float16)")),
         ("RPL101", *at(source, "torch.arange(32, dtype=torch.bfloat16)")),
     ]
@@ -309,9 +308,7 @@ HAZARD_BETWEEN_HELPERS = textwrap.dedent(
 
 def test_crlf_line_endings_split_and_report_the_same_places() -> None:
     source = HAZARD_BETWEEN_HELPERS.replace("\n", "\r\n")
-    partial, full = partial_and_full(source)
-    assert partial == full
-    assert located(partial) == [("RPL101", *at(source, "torch.arange(n, dtype=torch.float16)"))]
+    assert located_as_by_a_full_parse(source) == [("RPL101", *at(source, "torch.arange(n, dtype=torch.float16)"))]
     assert definitions(parsed(source)) == {"positions"}
 
 
@@ -348,9 +345,7 @@ def test_a_class_keeps_init_and_the_hazard_method_and_blanks_the_others() -> Non
                 self.scale.fill_(1.0)
         """
     )
-    partial, full = partial_and_full(source)
-    assert partial == full
-    assert located(partial) == [("RPL101", *at(source, "torch.arange(n, dtype=self.scale.dtype)"))]
+    assert located_as_by_a_full_parse(source) == [("RPL101", *at(source, "torch.arange(n, dtype=self.scale.dtype)"))]
     assert definitions(parsed(source)) == {"Positions", "Positions.__init__", "Positions.forward"}
 
 

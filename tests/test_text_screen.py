@@ -21,6 +21,12 @@ def screened(code: str, trigger: bytes = b"arange", screen: Screen = arange_may_
     return [screen(data, position) for position in _positions(data, trigger)]
 
 
+def found_lines(code: str, select: str) -> list[tuple[str, int]]:
+    """The code and line of each finding of the `select`ed rules in `code`."""
+    found = check_source("model.py", code, Settings(select_rules([select], []), Path(".")))
+    return [(d.code, d.start.line) for d in found]
+
+
 def _positions(data: bytes, word: bytes) -> list[int]:
     positions, start = [], data.find(word)
     while start != -1:
@@ -93,8 +99,7 @@ def test_a_forward_with_only_dropped_enumerations_is_not_parsed_but_its_neighbou
         "def table(n):\n"
         "    return torch.arange(n, dtype=torch.float32)\n"
     )
-    found = check_source("model.py", code, Settings(select_rules(["RPL1"], []), Path(".")))
-    assert [(d.code, d.start.line) for d in found] == [("RPL101", 10)]
+    assert found_lines(code, "RPL1") == [("RPL101", 10)]
 
 
 @pytest.mark.parametrize(
@@ -167,5 +172,4 @@ def test_an_attention_forward_that_only_mentions_rope_is_not_parsed() -> None:
         "        kwargs = {'sin': sin}  # Specific to RoPE models\n"
         "        return x +\n"
     )
-    found = check_source("model.py", code, Settings(select_rules(["RPL203"], []), Path(".")))
-    assert [(d.code, d.start.line) for d in found] == [("RPL203", 6)]
+    assert found_lines(code, "RPL203") == [("RPL203", 6)]
