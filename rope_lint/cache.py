@@ -13,11 +13,13 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from rope_lint.files import FilePath
 
 FOLDER = ".rope_lint_cache"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from rope_lint.context import FileContext, FunctionNode
+from rope_lint.context import FileContext, FunctionNode, is_self_attribute
 
 FLOATING_DTYPES = frozenset(
     f"torch.{name}" for name in ("float", "float32", "float16", "half", "bfloat16", "float64", "double")
@@ -70,7 +70,7 @@ def is_floating_dtype(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool 
         return True
     if isinstance(node, ast.Attribute) and node.attr == "dtype":
         # `self.dtype` of a model is the dtype of its parameters.
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
+        if is_self_attribute(node):
             return True
         return is_floating_tensor(ctx, node.value, depth + 1)
     if isinstance(node, ast.Name):
@@ -84,7 +84,7 @@ def is_floating_tensor(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool
     if isinstance(node, ast.Name):
         return _name_is_floating(ctx, node, depth, dtype_name=False)
     if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
+        if is_self_attribute(node):
             return _self_attribute_is_floating(ctx, node, depth)
         return _by_name(node.attr)
     if isinstance(node, ast.Subscript):
@@ -204,11 +204,7 @@ def _self_attribute_assignments(ctx: FileContext, method: FunctionNode) -> dict[
     for node in ast.walk(method):
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                ):
+                if is_self_attribute(target):
                     found.setdefault(target.attr, []).append(node.value)
         elif (
             isinstance(node, ast.Call)

@@ -105,12 +105,6 @@ class SourceFile(namedtuple("SourceFile", ("path", "data", "text", "encoding", "
     bom: bool
 
     @classmethod
-    def read(cls, path: FilePath) -> SourceFile:
-        """Raises OSError, or ValueError for bytes that are not source text."""
-        with open(path, "rb") as handle:
-            return cls.decode(path, handle.read())
-
-    @classmethod
     def decode(cls, path: FilePath, data: bytes) -> SourceFile:
         """Raises ValueError for bytes that are not source text."""
         try:

@@ -15,7 +15,7 @@ from rope_lint.context import FileContext, FunctionNode, is_self_attribute
 # Names are told by the words they hold, with `in`: compiling a pattern costs more than checking a small file.
 # A rotary class's name holds one of these.
 ROTARY_NAME_WORDS = ("Rotary", "Rope", "RoPE")
-_ROTARY_NAME_WORDS_BYTES = tuple(word.encode() for word in ROTARY_NAME_WORDS)
+ROTARY_NAME_TRIGGERS = tuple(word.encode() for word in ROTARY_NAME_WORDS)
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16"})
 # A table's name holds one of these: files and statements without any hold no table.
 TABLE_NEEDLES = (
@@ -56,9 +56,8 @@ def may_be_rotary(class_text: bytes) -> bool:
     mentions a table. Decided on the file's bytes, before parsing: the rotary rules need every method of such a
     class."""
     header = class_text[: class_text.find(b"\n")]
-    return any(word in header for word in _ROTARY_NAME_WORDS_BYTES) or any(
-        needle in class_text for needle in TABLE_TRIGGERS
-    )
+    named = any(word in header for word in ROTARY_NAME_TRIGGERS)
+    return named or any(needle in class_text for needle in TABLE_TRIGGERS)
 
 
 def rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
@@ -87,12 +86,7 @@ def methods(cls: ast.ClassDef) -> list[FunctionNode]:
 def construction_methods(cls: ast.ClassDef) -> set[str]:
     """The methods that build the tables: `__init__`, what it reaches through `self.`, and cache builders."""
     references = {
-        method.name: {
-            node.attr
-            for node in ast.walk(method)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
-        }
-        for method in methods(cls)
+        method.name: {node.attr for node in ast.walk(method) if is_self_attribute(node)} for method in methods(cls)
     }
     return reachable_from_init(references)
 

@@ -44,7 +44,7 @@ class RopeDeviceMath(Rule):
 
     code = "RPL203"
     name = "rope-device-math"
-    triggers = (b"inv_freq", b"Rotary", b"Rope", b"RoPE")  # the table, or a rotary class by its name
+    triggers = (b"inv_freq", *rotary.ROTARY_NAME_TRIGGERS)  # the table, or a rotary class by its name
     may_flag = staticmethod(screens.rotary_name_may_be_class)
     reads_rotary_classes = True
     fixability = "unsafe"
