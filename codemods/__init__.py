@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-
-from codemods.rope_autocast import RopeAutocastCommand
-from codemods.rope_tables import RopeTablesCommand
+from rope_lint.codemods.rope_autocast import RopeAutocastCommand
+from rope_lint.codemods.rope_tables import RopeTablesCommand
 
 # The codemods that rule fixes name (`Fix.data` has ("codemod", NAME)), in the order they run.
 CODEMODS = {"rope_tables": RopeTablesCommand, "rope_autocast": RopeAutocastCommand}

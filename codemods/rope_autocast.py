@@ -18,8 +18,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
-
-from codemods.rope_tables import rotary_class_names
+from rope_lint.codemods.rope_tables import rotary_class_names
 
 _PRODUCT_FUNCTIONS = ("matmul", "outer", "ger", "einsum", "bmm", "mm")
 _PRODUCT_CALL = m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.OneOf(*map(m.Name, _PRODUCT_FUNCTIONS))))
@@ -150,6 +149,6 @@ class _Upcast(cst.CSTTransformer):
 def _as_float(node: cst.BaseExpression) -> cst.BaseExpression:
     if _is_upcast(node):
         return node
-    from rope_lint.cst_edits import as_operand, cast_to_float
+    from rope_lint.fix.cst_edits import as_operand, cast_to_float
 
     return cast_to_float(as_operand(node))

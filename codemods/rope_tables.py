@@ -37,9 +37,9 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
-from rope_lint.copies import source_chain
-from rope_lint.cst_edits import EQUAL, with_keyword
-from rope_lint.rotary import is_rotary_class_name, is_table_name, reachable_from_init
+from rope_lint.fix.cst_edits import EQUAL, with_keyword
+from rope_lint.rules.analysis.rotary import is_rotary_class_name, is_table_name, reachable_from_init
+from rope_lint.transformers.copies import source_chain
 
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16", "type_as"})
 _FP32_SUFFIX = "_fp32"

@@ -224,7 +224,7 @@ def _check(args: argparse.Namespace) -> int:
             print(f"rope-lint: error: {error}", file=sys.stderr)
             return EXIT_ERROR
     # A finding in a generated file also names the modular source (or parent model) it comes from (DESIGN §5).
-    from rope_lint.generated import annotated
+    from rope_lint.transformers.generated import annotated
 
     diagnostics = annotated(diagnostics)
     sys.stdout.write(renderer("statistics" if args.statistics else args.output_format)(diagnostics))
@@ -253,9 +253,9 @@ def _baseline(args: argparse.Namespace) -> int:
 def _fix(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rope_lint import generated
-    from rope_lint.copies import diverged_by_fix
-    from rope_lint.fixes import fix_file
+    from rope_lint.fix.apply import fix_file
+    from rope_lint.transformers import generated
+    from rope_lint.transformers.copies import diverged_by_fix
 
     config, settings, files = _resolve(args)
     # A generated file's fix only lasts if its modular source, or the parent it inherits from, gets it too (DESIGN §5).

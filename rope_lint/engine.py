@@ -10,13 +10,15 @@ import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from rope_lint import TYPE_CHECKING, candidates, rotary
+from rope_lint import TYPE_CHECKING
 from rope_lint.config import Config
-from rope_lint.context import FileContext
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
 from rope_lint.files import Excludes, SourceFile
-from rope_lint.rule import Rule
+from rope_lint.prefilter import candidates
 from rope_lint.rules import matches
+from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.base import Rule
 from rope_lint.suppressions import is_suppressed
 
 if TYPE_CHECKING:

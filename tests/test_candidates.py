@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import unpacked_wheel
 
-from rope_lint import candidates
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_file, check_source
+from rope_lint.prefilter import candidates
 from rope_lint.rules import select_rules
 
 ALL = Settings(select_rules(["ALL"], []), Path("."))

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 from rope_lint.engine import Settings, check_source
-from rope_lint.fixes import apply_fixes, fixable
+from rope_lint.fix.apply import apply_fixes, fixable
 from rope_lint.rules import select_rules
+from rope_lint.rules.analysis.context import FileContext
 
 IMPORTS = "import torch\nimport torch.nn.functional as F\n"
 

@@ -18,9 +18,9 @@ from helpers import REPO, rope_lint, unpacked_wheel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rope_lint import fixes
 from rope_lint.engine import LARGE_RUN, Settings, check_paths, check_source, map_files
-from rope_lint.fixes import apply_fixes, fixable
+from rope_lint.fix import apply as fixes
+from rope_lint.fix.apply import apply_fixes, fixable
 from rope_lint.rules import select_rules
 
 HAZARD = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"

@@ -258,8 +258,7 @@ def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_al
     """A buffer with a float32 copy beside it is what the codemod leaves; run again, it adds no second copy."""
     from libcst import parse_module
     from libcst.codemod import CodemodContext
-
-    from codemods.rope_tables import RopeTablesCommand
+    from rope_lint.codemods.rope_tables import RopeTablesCommand
 
     source = (
         "class ToyRotaryEmbedding(nn.Module):\n"

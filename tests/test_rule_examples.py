@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from rope_lint.engine import Settings, check_source
-from rope_lint.fixes import apply_fixes, fixable
-from rope_lint.rule import Invalid, Rule, Valid
+from rope_lint.fix.apply import apply_fixes, fixable
 from rope_lint.rules import ALL_RULES
+from rope_lint.rules.base import Invalid, Rule, Valid
 
 EXAMPLES = [
     pytest.param(rule, example, id=f"{rule.code}-{type(example).__name__.lower()}-{index}")

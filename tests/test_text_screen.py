@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from rope_lint.candidates import Screen
 from rope_lint.engine import Settings, check_source
-from rope_lint.rule import Invalid, Rule
+from rope_lint.prefilter.candidates import Screen
+from rope_lint.prefilter.screens import (
+    arange_may_be_hazard,
+    exp_may_be_hazard,
+    log_may_be_hazard,
+    rotary_name_may_be_class,
+)
 from rope_lint.rules import ALL_RULES, select_rules
-from rope_lint.screens import arange_may_be_hazard, exp_may_be_hazard, log_may_be_hazard, rotary_name_may_be_class
+from rope_lint.rules.base import Invalid, Rule
 
 SCREENED_RULES = [rule for rule in ALL_RULES if rule.may_flag is not Rule.may_flag]
 

@@ -12,11 +12,11 @@ import pytest
 from helpers import install_transformers, rope_lint, unpacked_wheel
 from test_rope_codemod import TRANSFORMERS_RUFF, exceeding, probe
 
-from rope_lint.copies import CopyChecker, CopyKey, divergent_copies
 from rope_lint.engine import Settings, check_file
-from rope_lint.fixes import fixable
-from rope_lint.generated import modular_source, origin
+from rope_lint.fix.apply import fixable
 from rope_lint.rules import select_rules
+from rope_lint.transformers.copies import CopyChecker, CopyKey, divergent_copies
+from rope_lint.transformers.generated import modular_source, origin
 
 OLD, NEW = "4.37.2", "5.24.0"
 SELECT = "RPL1,RPL2"

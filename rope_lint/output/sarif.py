@@ -110,7 +110,7 @@ def _all_fixes(diagnostics: list[Diagnostic]) -> dict[Diagnostic, list[dict[str,
 
 def _file_fixes(path: Path, by_path: dict[str, list[Diagnostic]]) -> list[list[dict[str, object]]]:
     """The replacements of each fixable finding in one file: whole lines, addressed by character offset."""
-    from rope_lint.fixes import UnsafeResultError, apply_fixes
+    from rope_lint.fix.apply import UnsafeResultError, apply_fixes
 
     findings = by_path[str(path)]
     source = read(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rope_lint.diagnostics import ERROR_CODES
-from rope_lint.rule import Rule
+from rope_lint.rules.base import Rule
 from rope_lint.rules.default_dtype_division import DefaultDtypeDivision
 from rope_lint.rules.expm1 import Expm1
 from rope_lint.rules.float_arange import FloatArange

@@ -3,10 +3,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rope_lint import TYPE_CHECKING, logdomain, screens
-from rope_lint.context import FileContext
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
-from rope_lint.rule import Invalid, Rule, Valid
+from rope_lint.prefilter import screens
+from rope_lint.rules.analysis import logdomain
+from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.base import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -69,7 +71,7 @@ class Expm1(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint import cst_edits
+        from rope_lint.fix import cst_edits
 
         assert isinstance(node, cst.BinaryOperation) and isinstance(node.left, cst.Call)
         return cst_edits.function_call(fix.get("function"), cst_edits.unary_operand(node.left))

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rope_lint import TYPE_CHECKING, enumerations, screens
-from rope_lint.context import FileContext
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
-from rope_lint.rule import Invalid, Rule, Valid
+from rope_lint.prefilter import screens
+from rope_lint.rules.analysis import enumerations
+from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.base import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -62,7 +64,7 @@ class FloatLiteralArange(Rule):
             )
 
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
-        from rope_lint import cst_edits
+        from rope_lint.fix import cst_edits
 
         return cst_edits.int64_enumeration(node, fix)
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rope_lint import rotary
-from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
-from rope_lint.rule import Invalid, Rule, Valid
+from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.base import Invalid, Rule, Valid
 
 
 class LowPrecisionRopeCache(Rule):

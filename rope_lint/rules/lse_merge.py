@@ -3,10 +3,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rope_lint import TYPE_CHECKING, logdomain, screens
-from rope_lint.context import FileContext
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
-from rope_lint.rule import Invalid, Rule, Valid
+from rope_lint.prefilter import screens
+from rope_lint.rules.analysis import logdomain
+from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.base import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -88,7 +90,7 @@ class LseMerge(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint import cst_edits
+        from rope_lint.fix import cst_edits
 
         function = fix.get("function")
         form = fix.get("form")
@@ -463,7 +465,7 @@ def _copy_merged(function: str, target: cst.BaseExpression, term: cst.BaseExpres
     """`target.copy_(torch.logaddexp(target, y))` for the added term `y.exp()` (or a cast of it)."""
     import libcst as cst
 
-    from rope_lint import cst_edits
+    from rope_lint.fix import cst_edits
 
     merged = cst_edits.function_call(function, target.deep_clone(), _without_exp(term))
     return cst.Call(func=cst.Attribute(value=target, attr=cst.Name("copy_")), args=[cst.Arg(merged)])
@@ -473,7 +475,7 @@ def _without_exp(term: cst.BaseExpression) -> cst.BaseExpression:
     """`y.to(d)` of `y.exp().to(d)` or `torch.exp(y).to(d)`; `y` of `y.exp()`."""
     import libcst as cst
 
-    from rope_lint import cst_edits
+    from rope_lint.fix import cst_edits
 
     assert isinstance(term, cst.Call)
     if isinstance(term.func, cst.Attribute) and term.func.attr.value in _CASTS:

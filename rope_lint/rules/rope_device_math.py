@@ -3,10 +3,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rope_lint import rotary, screens
-from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
-from rope_lint.rule import Invalid, Rule, Valid
+from rope_lint.prefilter import screens
+from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.base import Invalid, Rule, Valid
 
 
 class RopeDeviceMath(Rule):

@@ -13,7 +13,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from rope_lint.formatting import LARGEST_FORMATTED, ruff_command
+from rope_lint.fix.formatting import LARGEST_FORMATTED, ruff_command
 
 # The codes a fix can introduce through the imports it adds or the names it stops using.
 _IMPORT_CODES = ("I001", "F401")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from rope_lint.context import FileContext
 from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.rules.analysis.context import FileContext
 
 _BOUND_KEYWORDS = ("start", "end", "step")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rope_lint.diagnostics import COPY_DIVERGED, Diagnostic, Position
-from rope_lint.formatting import ruff_command
+from rope_lint.fix.formatting import ruff_command
 
 _COPY_COMMENT = re.compile(r"^(\s*)#\s*Copied from\s+transformers\.(\S+\.\S+)\s*($|\S.*$)")
 _RENAME = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")

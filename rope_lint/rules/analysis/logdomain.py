@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 from collections import namedtuple
 
-from rope_lint.context import FileContext
 from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.rules.analysis.context import FileContext
 
 # The functions each op is spelled as. The op's own name is its tensor method (`x.sigmoid()`, `x.sum(d)`).
 FUNCTIONS: dict[str, frozenset[str]] = {

@@ -20,8 +20,8 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.engine import Settings, check_source, read
 from rope_lint.files import SourceFile
-from rope_lint.formatting import formatted_like_original
-from rope_lint.ruff_check import imports_tidied
+from rope_lint.fix.formatting import formatted_like_original
+from rope_lint.fix.tidy import imports_tidied
 from rope_lint.rules import RULES_BY_CODE
 
 Range = tuple[tuple[int, int], tuple[int, int]]
@@ -161,7 +161,7 @@ def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> t
         fixed = MetadataWrapper(fixed, unsafe_skip_copy=True).visit(transformer)
         applied += transformer.applied
     if codemod_fixes:
-        from codemods import apply_codemods
+        from rope_lint.codemods import apply_codemods
 
         # The findings' path is the file's: the rope codemod reads a copy's `# Copied from` source through it.
         names = sorted({dict(d.fix.data)["codemod"] for d in codemod_fixes if d.fix})

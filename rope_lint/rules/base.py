@@ -11,8 +11,8 @@ from collections import namedtuple
 from collections.abc import Iterable
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.context import FileContext
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.rules.analysis.context import FileContext
 
 if TYPE_CHECKING:
     from typing import ClassVar

@@ -10,7 +10,7 @@ import ast
 from collections import namedtuple
 from collections.abc import Iterator
 
-from rope_lint.context import FileContext, FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 
 # Names are told by the words they hold, with `in`: compiling a pattern costs more than checking a small file.
 # A rotary class's name holds one of these.

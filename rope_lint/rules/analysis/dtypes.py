@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from rope_lint.context import FileContext, FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 
 FLOATING_DTYPES = frozenset(
     f"torch.{name}" for name in ("float", "float32", "float16", "half", "bfloat16", "float64", "double")

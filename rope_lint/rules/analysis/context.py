@@ -11,8 +11,9 @@ import bisect
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterator
 
-from rope_lint import TYPE_CHECKING, candidates
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, Position
+from rope_lint.prefilter import candidates
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 if TYPE_CHECKING:
