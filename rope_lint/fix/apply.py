@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +17,9 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.engine import Settings, check_source, read
-from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import formatted_like_original
 from rope_lint.fix.tidy import imports_tidied
+from rope_lint.fix.write import write_atomically
 from rope_lint.rules import RULES_BY_CODE
 
 Range = tuple[tuple[int, int], tuple[int, int]]
@@ -247,31 +245,3 @@ class _FixTransformer(cst.CSTTransformer):
 
 def _range(position: CodeRange) -> Range:
     return ((position.start.line, position.start.column), (position.end.line, position.end.column))
-
-
-def write_atomically(source: SourceFile, text: str) -> None:
-    """Replace the file with the edited text, or leave it as it was.
-
-    The new bytes go to a temporary file in the same folder, which is renamed over the original, so a
-    reader sees the old file or the new one and never half of one. The mode bits, encoding and BOM stay.
-    Raises OSError, or FileChangedError when the file changed on disk since it was read.
-    """
-    path = source.path.resolve()  # through a symlink to the file it names, which keeps the link a link
-    if path.read_bytes() != source.data:
-        raise FileChangedError(f"{path} changed on disk since it was read; not written")
-    mode = path.stat().st_mode
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".rope-lint")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(source.encode(text))
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, mode & 0o7777)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-class FileChangedError(OSError):
-    pass
