@@ -149,6 +149,6 @@ class _Upcast(cst.CSTTransformer):
 def _as_float(node: cst.BaseExpression) -> cst.BaseExpression:
     if _is_upcast(node):
         return node
-    from rope_lint.fix.cst_edits import as_operand, cast_to_float
+    from rope_lint.rules.edits import as_operand, cast_to_float
 
     return cast_to_float(as_operand(node))

@@ -37,8 +37,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
-from rope_lint.fix.cst_edits import EQUAL, with_keyword
 from rope_lint.rules.analysis.rotary import is_rotary_class_name, is_table_name, reachable_from_init
+from rope_lint.rules.edits import EQUAL, with_keyword
 from rope_lint.transformers.copies import source_chain
 
 _LOW_PRECISION_CASTS = frozenset({"half", "bfloat16", "type_as"})

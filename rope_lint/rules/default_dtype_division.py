@@ -91,9 +91,9 @@ class DefaultDtypeDivision(Rule):
             return False
 
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
-        return cst_edits.cast_to_float(node)
+        return edits.cast_to_float(node)
 
     examples = (
         Invalid(

@@ -1,5 +1,5 @@
-"""LibCST edits that rule fixes share: the arange family, and the log-domain family. Imported only by `fix`, never by
-`check`."""
+"""LibCST edits that rule fixes share: the arange family, and the log-domain family. A rule imports them in its `fix`
+only, so that `check` never imports LibCST."""
 
 from __future__ import annotations
 

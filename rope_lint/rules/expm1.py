@@ -71,10 +71,10 @@ class Expm1(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
         assert isinstance(node, cst.BinaryOperation) and isinstance(node.left, cst.Call)
-        return cst_edits.function_call(fix.get("function"), cst_edits.unary_operand(node.left))
+        return edits.function_call(fix.get("function"), edits.unary_operand(node.left))
 
     examples = (
         Invalid(

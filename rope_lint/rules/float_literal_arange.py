@@ -64,9 +64,9 @@ class FloatLiteralArange(Rule):
             )
 
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
-        return cst_edits.int64_enumeration(node, fix)
+        return edits.int64_enumeration(node, fix)
 
     examples = (
         Invalid(

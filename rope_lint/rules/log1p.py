@@ -65,12 +65,12 @@ class Log1p(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
         assert isinstance(node, cst.Call)
-        one_plus = cst_edits.unary_operand(node)
+        one_plus = edits.unary_operand(node)
         assert isinstance(one_plus, cst.BinaryOperation)
-        return cst_edits.function_call(fix.get("function"), cst_edits.besides_one(one_plus))
+        return edits.function_call(fix.get("function"), edits.besides_one(one_plus))
 
     examples = (
         Invalid(

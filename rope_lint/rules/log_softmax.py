@@ -79,13 +79,13 @@ class LogSoftmax(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
         assert isinstance(node, cst.Call)
-        softmax = cst_edits.unary_operand(node)
+        softmax = edits.unary_operand(node)
         assert isinstance(softmax, cst.Call)
         method_spelling = fix.get("softmax") == "method"
-        return cst_edits.as_function_call(softmax, fix.get("function"), method_spelling, lambda operand: operand)
+        return edits.as_function_call(softmax, fix.get("function"), method_spelling, lambda operand: operand)
 
     examples = (
         Invalid(

@@ -68,17 +68,15 @@ class LogSigmoid(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
         assert isinstance(node, cst.Call)
-        operand = cst_edits.unary_operand(node)
+        operand = edits.unary_operand(node)
         if isinstance(operand, cst.BinaryOperation):  # 1 - sigmoid(x)
             assert isinstance(operand.right, cst.Call)
-            return cst_edits.function_call(
-                fix.get("function"), cst_edits.negated(cst_edits.unary_operand(operand.right))
-            )
+            return edits.function_call(fix.get("function"), edits.negated(edits.unary_operand(operand.right)))
         assert isinstance(operand, cst.Call)
-        return cst_edits.function_call(fix.get("function"), cst_edits.unary_operand(operand))
+        return edits.function_call(fix.get("function"), edits.unary_operand(operand))
 
     examples = (
         Invalid(

@@ -74,18 +74,18 @@ class LogSumExp(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
         assert isinstance(node, cst.Call)
-        total = cst_edits.unary_operand(node)
+        total = edits.unary_operand(node)
         assert isinstance(total, cst.Call)
         method_spelling = fix.get("sum") == "method"
 
         def exponent(exp_call: cst.BaseExpression) -> cst.BaseExpression:
             assert isinstance(exp_call, cst.Call)
-            return cst_edits.unary_operand(exp_call)
+            return edits.unary_operand(exp_call)
 
-        return cst_edits.as_function_call(total, fix.get("function"), method_spelling, exponent)
+        return edits.as_function_call(total, fix.get("function"), method_spelling, exponent)
 
     examples = (
         Invalid(

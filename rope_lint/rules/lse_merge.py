@@ -90,27 +90,27 @@ class LseMerge(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
         function = fix.get("function")
         form = fix.get("form")
         if form == "sum":  # log(exp(a) + exp(b))
             assert isinstance(node, cst.Call)
-            terms = cst_edits.unary_operand(node)
+            terms = edits.unary_operand(node)
             assert isinstance(terms, cst.BinaryOperation)
             assert isinstance(terms.left, cst.Call) and isinstance(terms.right, cst.Call)
-            a, b = cst_edits.unary_operand(terms.left), cst_edits.unary_operand(terms.right)
-            return cst_edits.function_call(function, a, b)
+            a, b = edits.unary_operand(terms.left), edits.unary_operand(terms.right)
+            return edits.function_call(function, a, b)
         if form == "shifted":  # a + log(1 + exp(b - a))
             assert isinstance(node, cst.BinaryOperation)
             base, log_call = (node.left, node.right) if fix.get("base") == "left" else (node.right, node.left)
             assert isinstance(log_call, cst.Call)
-            inner = cst_edits.unary_operand(log_call)
-            exp_call = cst_edits.besides_one(inner) if isinstance(inner, cst.BinaryOperation) else inner
+            inner = edits.unary_operand(log_call)
+            exp_call = edits.besides_one(inner) if isinstance(inner, cst.BinaryOperation) else inner
             assert isinstance(exp_call, cst.Call)
-            shift = cst_edits.unary_operand(exp_call)
+            shift = edits.unary_operand(exp_call)
             assert isinstance(shift, cst.BinaryOperation)
-            return cst_edits.function_call(function, base, shift.left)
+            return edits.function_call(function, base, shift.left)
         if form == "chain":  # x.exp_().add_(y.exp()).log_()
             assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
             add_call = node.func.value
@@ -465,9 +465,9 @@ def _copy_merged(function: str, target: cst.BaseExpression, term: cst.BaseExpres
     """`target.copy_(torch.logaddexp(target, y))` for the added term `y.exp()` (or a cast of it)."""
     import libcst as cst
 
-    from rope_lint.fix import cst_edits
+    from rope_lint.rules import edits
 
-    merged = cst_edits.function_call(function, target.deep_clone(), _without_exp(term))
+    merged = edits.function_call(function, target.deep_clone(), _without_exp(term))
     return cst.Call(func=cst.Attribute(value=target, attr=cst.Name("copy_")), args=[cst.Arg(merged)])
 
 
@@ -475,13 +475,13 @@ def _without_exp(term: cst.BaseExpression) -> cst.BaseExpression:
     """`y.to(d)` of `y.exp().to(d)` or `torch.exp(y).to(d)`; `y` of `y.exp()`."""
     import libcst as cst
 
-    from rope_lint.fix import cst_edits
+    from rope_lint.rules import edits
 
     assert isinstance(term, cst.Call)
     if isinstance(term.func, cst.Attribute) and term.func.attr.value in _CASTS:
-        receiver = cst_edits.as_operand(_without_exp(term.func.value))
+        receiver = edits.as_operand(_without_exp(term.func.value))
         return term.with_changes(func=term.func.with_changes(value=receiver))
-    return cst_edits.unary_operand(term)
+    return edits.unary_operand(term)
 
 
 def _merge_statements(node: cst.CSTNode, fix: Fix) -> cst.CSTNode:

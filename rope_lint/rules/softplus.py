@@ -63,13 +63,13 @@ class Softplus(Rule):
     def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         import libcst as cst
 
-        from rope_lint.fix import cst_edits
+        from rope_lint.rules import edits
 
         assert isinstance(node, cst.Call)
-        inner = cst_edits.unary_operand(node)
-        exp_call = cst_edits.besides_one(inner) if isinstance(inner, cst.BinaryOperation) else inner
+        inner = edits.unary_operand(node)
+        exp_call = edits.besides_one(inner) if isinstance(inner, cst.BinaryOperation) else inner
         assert isinstance(exp_call, cst.Call)
-        return cst_edits.function_call(fix.get("function"), cst_edits.unary_operand(exp_call))
+        return edits.function_call(fix.get("function"), edits.unary_operand(exp_call))
 
     examples = (
         Invalid(
