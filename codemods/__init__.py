@@ -12,7 +12,7 @@ from libcst.codemod import CodemodContext
 from rope_lint.codemods.rope_autocast import RopeAutocastCommand
 from rope_lint.codemods.rope_tables import RopeTablesCommand
 
-# The codemods that rule fixes name (`Fix.data` has ("codemod", NAME)), in the order they run.
+# The codemods that rule fixes name (a `ClassRewrite` payload's `codemod`), in the order they run.
 CODEMODS = {"rope_tables": RopeTablesCommand, "rope_autocast": RopeAutocastCommand}
 
 

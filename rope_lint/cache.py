@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
+from rope_lint.rules import ALL_RULES
 
 if TYPE_CHECKING:
     from typing import Any
@@ -27,6 +28,10 @@ FOLDER = ".rope_lint_cache"
 _STALE_SECONDS = 30 * 24 * 3600
 # Past this many entries, a cache keeps only the files of the run that writes it.
 _MAX_ENTRIES = 100_000
+# The layout of an entry: a cache file of another layout is never read. 2: fixes hold typed payloads.
+_FORMAT = "2"
+# The fix payloads an entry can hold, by their type's name.
+_PAYLOAD_TYPES = {payload.__name__: payload for rule in ALL_RULES for payload in rule.fix_payloads}
 
 
 class ResultCache:
@@ -46,7 +51,7 @@ class ResultCache:
 
     @classmethod
     def for_run(cls, root: FilePath, rule_codes: list[str], per_file_ignores: dict[str, list[str]]) -> ResultCache:
-        digest = hashlib.blake2b(_code_version().encode(), digest_size=12)
+        digest = hashlib.blake2b(f"{_FORMAT};{_code_version()}".encode(), digest_size=12)
         digest.update(repr((sorted(rule_codes), sorted(per_file_ignores.items()))).encode())
         return cls(Path(root) / FOLDER, digest.hexdigest())
 
@@ -94,8 +99,11 @@ class ResultCache:
 
 
 def _entry(diagnostic: Diagnostic) -> list[Any]:
-    """A finding without its path, as JSON."""
-    fix = [diagnostic.fix.safety.value, [list(pair) for pair in diagnostic.fix.data]] if diagnostic.fix else None
+    """A finding without its path, as JSON. A fix's payload is its type's name and its fields (`_payload`)."""
+    fix = diagnostic.fix
+    if fix is not None:
+        payload = None if fix.payload is None else [type(fix.payload).__name__, *fix.payload]
+        fix = [fix.safety.value, fix.adds_import, payload]
     start, end = diagnostic.start, diagnostic.end
     return [diagnostic.code, diagnostic.name, diagnostic.message, start.line, start.column, end.line, end.column, fix]
 
@@ -104,10 +112,22 @@ def _diagnostic(path: str, entry: list[Any]) -> Diagnostic:
     """The finding an `_entry` holds, at `path`; TypeError or ValueError for anything else."""
     code, name, message, start_line, start_column, end_line, end_column, fix = entry
     if fix is not None:
-        safety, data = fix
-        fix = Fix(FixSafety(safety), tuple((str(key), str(value)) for key, value in data))
+        safety, adds_import, payload = fix
+        if adds_import is not None and not isinstance(adds_import, str):
+            raise TypeError("an import is a module's name")
+        fix = Fix(FixSafety(safety), None if payload is None else _payload(*payload), adds_import)
     start, end = Position(int(start_line), int(start_column)), Position(int(end_line), int(end_column))
     return Diagnostic(path, str(code), str(name), str(message), start, end, fix)
+
+
+def _payload(type_name: str, *fields: object) -> tuple:
+    """The fix payload of the type that rules declare under that name (`Rule.fix_payloads`), with those fields."""
+    if any(field is not None and not isinstance(field, str | int) for field in fields):
+        raise TypeError("a fix payload holds strings, numbers and flags")
+    payload_type = _PAYLOAD_TYPES.get(type_name)
+    if payload_type is None:
+        raise ValueError(f"no rule has a fix payload named {type_name!r}")
+    return payload_type(*fields)
 
 
 def content_key(data: bytes, ignored_codes: list[str]) -> str:
@@ -121,14 +141,15 @@ def _code_version() -> str:
     """rope-lint's version and the size and time of each of its modules: an edited rule is a new rule set."""
     package = Path(__file__).parent
     parts = []
-    for folder in (package, package / "rules"):
-        for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):
-            if entry.name.endswith(".py"):
-                stat = entry.stat()
-                parts.append(f"{folder.name}/{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    for folder, subfolders, names in os.walk(package):  # the rules' analyses and the prefilter too
+        subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+        for name in names:
+            if name.endswith(".py"):
+                stat = os.stat(os.path.join(folder, name))
+                parts.append(f"{os.path.relpath(folder, package)}/{name}:{stat.st_size}:{stat.st_mtime_ns}")
     from rope_lint import __version__
 
-    return __version__ + ";" + ";".join(parts)
+    return __version__ + ";" + ";".join(sorted(parts))
 
 
 def _remove_stale(folder: Path) -> None:

@@ -282,7 +282,7 @@ def _fix(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
-    rows = [(rule.code, rule.name, rule.fixability, rule.summary()) for rule in ALL_RULES]
+    rows = [(rule.code, rule.name, rule.fix_summary(), rule.summary()) for rule in ALL_RULES]
     widths = [max(len(row[i]) for row in [("CODE", "NAME", "FIX", ""), *rows]) for i in range(3)]
     for code, name, fix, summary in [("CODE", "NAME", "FIX", "SUMMARY"), *rows]:
         print(f"{code:<{widths[0]}}  {name:<{widths[1]}}  {fix:<{widths[2]}}  {summary}")

@@ -16,7 +16,7 @@ ERROR_CODES = (READ_ERROR, SYNTAX_ERROR, INTERNAL_ERROR, COPY_DIVERGED)
 
 
 class FixSafety(str, enum.Enum):
-    """How much a fix may change (DESIGN §3).
+    """How much a fix may change.
 
     SAFE keeps dtypes and shapes and only removes rounding or overflow; UNSAFE changes a result's dtype or
     where a tensor lives, so `fix` applies it only with `--unsafe-fixes`.
@@ -34,20 +34,21 @@ class Position(namedtuple("Position", ("line", "column"))):
     column: int
 
 
-class Fix(namedtuple("Fix", ("safety", "data"), defaults=((),))):
+class Fix(namedtuple("Fix", ("safety", "payload", "adds_import"), defaults=(None, None))):
     """A fix offered for a finding.
 
-    The edit itself is made later by the rule's `fix` method on the LibCST node at the finding's range, so
-    that `check` never imports LibCST. `data` carries what detection learned and the edit needs (for example
-    the name torch is imported as); it is plain strings so that findings can cross process boundaries.
+    The edit itself is made later by the rule's `fix` method on the LibCST node at the finding's range, so that
+    `check` never imports LibCST. `payload` is what detection decided and the edit applies (the name torch is
+    imported as, the function to write, the codemod to run): a small namedtuple of strings, numbers and flags, of a
+    type its rule declares (`Rule.fix_payloads`), so that findings can cross process boundaries and be cached as
+    JSON. `adds_import` is the module to import where the file has no name for what the fix writes; the fix stage
+    adds it once, after the edits.
     """
 
     __slots__ = ()
     safety: FixSafety
-    data: tuple[tuple[str, str], ...]  # default ()
-
-    def get(self, key: str) -> str:
-        return dict(self.data)[key]
+    payload: tuple | None  # default None
+    adds_import: str | None  # default None
 
 
 _DIAGNOSTIC_FIELDS = ("path", "code", "name", "message", "start", "end", "fix")

@@ -1,6 +1,7 @@
 """From files to findings: read, prefilter, parse what can match with `ast`, run the rules, apply suppressions.
 
-`check` never imports LibCST, torch or the code it reads (DESIGN §3, §7).
+`check` never imports LibCST, torch or the code it reads: a one-file check must start fast, and reading model code
+must not run it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.config import Config
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
 from rope_lint.files import Excludes, SourceFile
-from rope_lint.prefilter import candidates
+from rope_lint.prefilter import candidates, spec
 from rope_lint.rules import matches
-from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import Rule
 from rope_lint.suppressions import is_suppressed
@@ -45,17 +45,14 @@ class Settings:
         verbose: bool = False,
     ) -> None:
         self.rules = rules
-        # Text that a file must contain for a rule to look at it, and the classes parsed whole (see candidates).
-        self.triggers = tuple({trigger.decode() for rule in rules for trigger in rule.triggers})
+        # The rules' prefilters as one: the triggers a file must contain for a rule to look at it, the screens of
+        # their occurrences, and the test of the classes parsed whole (see candidates).
+        specs = [rule.prefilter for rule in rules]
+        self.triggers = tuple({trigger.decode() for prefilter in specs for trigger in prefilter.triggers})
         self.groups = candidates.prefix_groups(self.triggers)
         self.may_match = candidates.Prefilter(self.triggers, self.groups)
-        self.screens = {
-            trigger: partial(_any_may_flag, screening)
-            for trigger in self.triggers
-            if (screening := tuple(rule for rule in rules if trigger.encode() in rule.triggers))
-            and all(type(rule).may_flag is not Rule.may_flag for rule in screening)
-        }
-        self.whole_class = rotary.may_be_rotary if any(rule.reads_rotary_classes for rule in rules) else None
+        self.screens = spec.combined_screens(specs, self.triggers)
+        self.parses_whole_class = spec.combined_class_test(specs)
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
         self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding
@@ -72,10 +69,6 @@ class Settings:
         return codes
 
 
-def _any_may_flag(rules: tuple[Rule, ...], data: bytes, position: int) -> bool:
-    return any(rule.may_flag(data, position) for rule in rules)
-
-
 def check_source(
     path: str, source: str, settings: Settings, occurrences: candidates.Occurrences | None = None
 ) -> list[Diagnostic]:
@@ -87,7 +80,7 @@ def check_source(
     if not occurrences.triggered(triggers):
         return []
     try:
-        tree = candidates.parse(source, occurrences, triggers, settings.whole_class, path)
+        tree = candidates.parse(source, occurrences, triggers, settings.parses_whole_class, path)
     except SyntaxError as error:
         return [_error(path, SYNTAX_ERROR, f"syntax error: {error.msg}", error.lineno or 1, (error.offset or 1) - 1)]
     except (RecursionError, MemoryError):
@@ -104,7 +97,7 @@ def check_source(
         if matches(rule.code, ignored):
             continue
         try:
-            found.extend(rule.check(ctx))
+            found.extend(map(ctx.diagnostic, rule.check(ctx)))
         except (RecursionError, MemoryError, Exception) as error:  # one rule's bug must not stop the run
             if settings.verbose:
                 import traceback

@@ -26,7 +26,7 @@ def _full_parse(
     source: str,
     occurrences: candidates.Occurrences,
     needles: tuple[str, ...],
-    whole_class: Callable[[bytes], bool] | None,
+    parses_whole_class: Callable[[bytes], bool] | None,
     filename: str,
 ) -> ast.Module:
     """`candidates.parse` as if it parsed every file whole: the baseline that partial parsing must match."""
@@ -53,7 +53,7 @@ def located_as_by_a_full_parse(source: str) -> list[tuple[str, int, int]]:
 def parsed(source: str, settings: Settings = ALL) -> ast.Module:
     """The tree the rules get for `source`."""
     occurrences = candidates.Occurrences(source.encode())
-    return candidates.parse(source, occurrences, settings.triggers, settings.whole_class, "model.py")
+    return candidates.parse(source, occurrences, settings.triggers, settings.parses_whole_class, "model.py")
 
 
 def definitions(tree: ast.Module) -> set[str]:
@@ -141,7 +141,7 @@ def test_partial_parse_keeps_under_a_quarter_of_the_lines_of_transformers_models
         if not occurrences.positions(ALL.triggers):
             continue
         with_trigger += 1
-        reduced = candidates._reduced(occurrences, ALL.triggers, ALL.whole_class)
+        reduced = candidates._reduced(occurrences, ALL.triggers, ALL.parses_whole_class)
         assert reduced is not None, f"{path}: nothing blanked"
         text, _ = reduced
         kept += sum(1 for line in text.splitlines() if line.strip())
@@ -317,7 +317,7 @@ def test_lone_carriage_returns_are_parsed_whole_and_agree_with_a_full_parse() ->
     partial, full = partial_and_full(source)
     assert partial == full
     # Lines that end in a lone `\r` are lines to `ast` but not to the byte counting: the split is not attempted.
-    assert candidates._reduced(candidates.Occurrences(source.encode()), ALL.triggers, ALL.whole_class) is None
+    assert candidates._reduced(candidates.Occurrences(source.encode()), ALL.triggers, ALL.parses_whole_class) is None
     assert definitions(parsed(source)) == {"helper", "positions", "other"}
 
 

@@ -19,6 +19,7 @@ from rope_lint.engine import Settings, check_source
 from rope_lint.fix.apply import apply_fixes, fixable
 from rope_lint.rules import select_rules
 from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.lse_merge import MergeOfStatements
 
 IMPORTS = "import torch\nimport torch.nn.functional as F\n"
 
@@ -31,8 +32,8 @@ def fix(code: str) -> str:
     return apply_fixes(code, fixable(check(code), unsafe=False)).text
 
 
-# Every form of DESIGN §4, in the function, method and mixed spellings, and through aliases: flagged once, by its
-# rule, and fixed into the expected code.
+# Every form of the log-domain rules, in the function, method and mixed spellings, and through aliases: flagged once,
+# by its rule, and fixed into the expected code.
 FORMS = [
     ("torch.log(torch.exp(a) + torch.exp(b))", "RPL301", "torch.logaddexp(a, b)"),
     ("(a.exp() + b.exp()).log()", "RPL301", "torch.logaddexp(a, b)"),
@@ -218,7 +219,7 @@ def test_a_suppression_on_any_line_of_the_run_silences_it() -> None:
 def test_overlapping_statement_runs_fix_only_one() -> None:
     """The fix machinery applies runs of one block from the last up, and leaves a run that overlaps it unfixed."""
     source = "import torch\na.exp_()\nb.exp_()\na.add_(x.exp())\nb.add_(y.exp())\na.log_()\nb.log_()\n"
-    fix_data = Fix(FixSafety.SAFE, (("function", "torch.logaddexp"), ("form", "statements"), ("merge_at", "2")))
+    fix_data = Fix(FixSafety.SAFE, MergeOfStatements("torch.logaddexp", add_index=2))
     runs = [
         Diagnostic("x.py", "RPL301", "lse-merge", "", Position(2, 0), Position(6, 8), fix_data),
         Diagnostic("x.py", "RPL301", "lse-merge", "", Position(3, 0), Position(7, 8), fix_data),

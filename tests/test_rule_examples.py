@@ -1,4 +1,4 @@
-"""Every rule's own examples, as its documentation states them (DESIGN §3)."""
+"""Every rule's own examples, as its documentation states them: the documentation cannot drift from the behaviour."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The text screens (`rope_lint.screens`): a screen may only drop an occurrence that no rule can flag, since a
+"""The text screens (`rope_lint.prefilter.screens`): a screen may only drop an occurrence that no rule can flag, since a
 dropped occurrence is never parsed."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rope_lint.prefilter.screens import (
 from rope_lint.rules import ALL_RULES, select_rules
 from rope_lint.rules.base import Invalid, Rule
 
-SCREENED_RULES = [rule for rule in ALL_RULES if rule.may_flag is not Rule.may_flag]
+SCREENED_RULES = [rule for rule in ALL_RULES if rule.prefilter.screen is not None]
 
 
 def screened(code: str, trigger: bytes = b"arange", screen: Screen = arange_may_be_hazard) -> list[bool]:
@@ -41,7 +41,7 @@ def _positions(data: bytes, word: bytes) -> list[int]:
 
 
 def test_the_common_triggers_are_screened() -> None:
-    assert {trigger for rule in SCREENED_RULES for trigger in rule.triggers} >= {b"arange", b"log(", b"exp("}
+    assert {trigger for rule in SCREENED_RULES for trigger in rule.prefilter.triggers} >= {b"arange", b"log(", b"exp("}
 
 
 @pytest.mark.parametrize(
@@ -51,8 +51,9 @@ def test_the_common_triggers_are_screened() -> None:
 )
 def test_every_flagged_example_passes_its_rules_screen(rule: type[Rule], example: Invalid) -> None:
     data = example.code.encode()
-    positions = [p for trigger in rule.triggers for p in range(len(data)) if data.startswith(trigger, p)]
-    assert any(rule.may_flag(data, position) for position in positions)
+    triggers, screen = rule.prefilter.triggers, rule.prefilter.screen
+    positions = [p for trigger in triggers for p in range(len(data)) if data.startswith(trigger, p)]
+    assert any(screen(data, position) for position in positions)
 
 
 @pytest.mark.parametrize(

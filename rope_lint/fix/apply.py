@@ -21,6 +21,7 @@ from rope_lint.fix.formatting import formatted_like_original
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import RULES_BY_CODE
+from rope_lint.rules.base import ClassRewrite
 
 Range = tuple[tuple[int, int], tuple[int, int]]
 
@@ -104,7 +105,7 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
         done = last
     pieces.append("".join(lines[done:]))
     text = "".join(pieces)
-    imports = {value for d in applied if d.fix is not None for key, value in d.fix.data if key == "import"}
+    imports = {d.fix.adds_import for d in applied if d.fix is not None and d.fix.adds_import is not None}
     if imports:
         text = _with_imports(cst.parse_module(text), sorted(imports)).code
     try:
@@ -142,7 +143,7 @@ def _statement_runs(source: str, diagnostics: list[Diagnostic]) -> list[tuple[in
 def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> tuple[str, list[Diagnostic]]:
     """Apply the findings' fixes to a run of top-level statements that starts after `line_offset` lines."""
     # Findings whose fix is a codemod over their whole class (the RPL2xx family) are fixed after the others.
-    codemod_fixes = [d for d in diagnostics if d.fix is not None and dict(d.fix.data).get("codemod")]
+    codemod_fixes = [d for d in diagnostics if d.fix is not None and isinstance(d.fix.payload, ClassRewrite)]
     by_range: dict[Range, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
         if diagnostic in codemod_fixes:
@@ -162,7 +163,7 @@ def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> t
         from rope_lint.codemods import apply_codemods
 
         # The findings' path is the file's: the rope codemod reads a copy's `# Copied from` source through it.
-        names = sorted({dict(d.fix.data)["codemod"] for d in codemod_fixes if d.fix})
+        names = sorted({d.fix.payload.codemod for d in codemod_fixes if d.fix})
         fixed = apply_codemods(fixed, names, filename=codemod_fixes[0].path)
     return fixed.code, applied + codemod_fixes
 
@@ -170,7 +171,7 @@ def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> t
 def _with_imports(module: cst.Module, modules: list[str]) -> cst.Module:
     """`import <module>` for each module that an applied fix writes a name of and the file did not import.
 
-    A fix asks for one with an "import" entry in its data (see `logdomain.fix`); LibCST places it among the file's
+    A fix asks for one with its `adds_import` (see `logdomain.fix`); LibCST places it among the file's
     imports, and adds nothing the file imports already.
     """
     if not modules:
@@ -240,7 +241,7 @@ class _FixTransformer(cst.CSTTransformer):
     def _fix(self, node: cst.CSTNode, diagnostic: Diagnostic) -> cst.CSTNode:
         assert diagnostic.fix is not None
         self.applied.append(diagnostic)
-        return RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix)
+        return RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix.payload)
 
 
 def _range(position: CodeRange) -> Range:

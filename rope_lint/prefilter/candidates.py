@@ -1,10 +1,10 @@
-"""Which parts of a file can hold a finding, so that only those are parsed (DESIGN §3).
+"""Which parts of a file can hold a finding, so that only those are parsed: parsing is most of a check's time.
 
 A rule's search starts where its trigger text is: the imports (which resolve names) and the top-level functions and
 classes that hold a trigger are the only ones parsed, and of such a class only the methods that matter (`parse`).
 The rest is blanked to empty lines, which keeps every line and column where it was and costs the parser almost
 nothing. Where the split into statements is in doubt, the whole file is parsed. The text screens
-(`rope_lint.screens`) first drop the occurrences of a trigger that no rule can flag.
+(`screens`) first drop the occurrences of a trigger that no rule can flag.
 
 All of it works on the file's bytes (UTF-8 unless a coding cookie says otherwise; every needle is ASCII), as read:
 the text a rule reads is decoded once, beside. Bytes are searched with `bytes.find`, or one pattern for needles that
@@ -60,7 +60,7 @@ class Occurrences:
     ) -> None:
         self.data = data
         self.encoding = encoding  # of `data`
-        # By needle, what tells an occurrence no rule can flag from one that starts a search (see `Rule.may_flag`).
+        # By needle, what tells an occurrence no rule can flag from one that starts a search (`PrefilterSpec.screen`).
         self.screens = screens or {}
         self.groups = groups or {}  # see `prefix_groups`
         self._positions: dict[str, list[int]] = {}
@@ -200,7 +200,7 @@ def parse(
     source: str,
     occurrences: Occurrences,
     needles: tuple[str, ...],
-    whole_class: Callable[[bytes], bool] | None,
+    parses_whole_class: Callable[[bytes], bool] | None,
     filename: str,
 ) -> ast.Module:
     """The syntax tree of the file without the functions and classes that contain none of `needles`; raises what
@@ -208,10 +208,10 @@ def parse(
     a file without any needle, which is not parsed at all. `occurrences` are of `as_parsed` bytes.
 
     Of a class, only the methods holding a needle are kept, with `__init__` and the other methods that assign an
-    attribute (where attributes get their values), and every statement that is not a method; unless `whole_class`
+    attribute (where attributes get their values), and every statement that is not a method; unless `parses_whole_class`
     says, of the class's text from its `class` keyword on, that it is to be kept whole, or the class names such a
     class (a subclass of a rotary class is read whole too)."""
-    reduced = _reduced(occurrences, needles, whole_class)
+    reduced = _reduced(occurrences, needles, parses_whole_class)
     if reduced is not None:
         data, expected = reduced
         try:
@@ -229,7 +229,7 @@ _Expected = dict[int, set[int]]
 
 
 def _reduced(
-    occurrences: Occurrences, needles: tuple[str, ...], whole_class: Callable[[bytes], bool] | None
+    occurrences: Occurrences, needles: tuple[str, ...], parses_whole_class: Callable[[bytes], bool] | None
 ) -> tuple[bytes, _Expected] | None:
     """The source with the statements that hold no needle blanked, and where each kept one begins; None when
     the split is in doubt or would keep everything."""
@@ -261,7 +261,7 @@ def _reduced(
             if module_code and not definition:
                 kept.append((start, end))
             continue
-        elif name and whole_class and whole_class(source[header:end]):
+        elif name and parses_whole_class and parses_whole_class(source[header:end]):
             whole_names.add(name.group(1))
         elif name:
             kept_members = _kept_members(source, strings, start, header, end, marks)

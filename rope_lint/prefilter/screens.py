@@ -1,7 +1,8 @@
 """Text screens: whether a rule can flag the trigger at a position of a file's bytes, judged before anything is
-parsed (`Rule.may_flag`). A screen may say False only where the rule cannot flag; where the text leaves it in doubt
-(a string or a comment in the call, a bracket it cannot match) it says True. An occurrence that every rule with its
-trigger screens out marks nothing, so the function around it is parsed only if something else marks it.
+parsed (a rule's `PrefilterSpec.screen`). A screen may say False only where the rule cannot flag; where the text
+leaves it in doubt (a string or a comment in the call, a bracket it cannot match) it says True. An occurrence that
+every rule with its trigger screens out marks nothing, so the function around it is parsed only if something else
+marks it.
 
 The common triggers are common because most of their calls are harmless: `torch.arange(n, dtype=torch.long,
 device=device)` for position ids, `math.log(2)` in a scale. Telling those apart on the bytes spares parsing the large

@@ -1,20 +1,27 @@
-"""The shape every rule has: code, name, documentation, detection, fix and examples in one class.
+"""The shape every rule has: code, name, documentation, prefilter, detection, fix and examples in one class.
 
 A rule's docstring is its documentation, in the sections ruff uses (What it does / Why is this bad /
 Example / Use instead / Fix safety); `rope-lint rule CODE` prints it. Its `examples` are run by the test
-suite, so the documentation cannot drift from the behaviour.
+suite, so the documentation cannot drift from the behaviour, and its declared fix availability and safeties
+are checked against them (tests/test_rule_contract.py).
+
+A rule's `check` yields `self.report(node, message, fix)` for each finding; its `fix` later makes the edit that
+the finding's payload describes, on the LibCST node at the finding's range.
 """
 
 from __future__ import annotations
 
+import enum
 from collections import namedtuple
 from collections.abc import Iterable
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis.context import FileContext
 
 if TYPE_CHECKING:
+    import ast
     from typing import ClassVar
 
     import libcst as cst
@@ -40,33 +47,75 @@ class Invalid(namedtuple("Invalid", ("code", "fixed", "safety", "count"), defaul
     count: int  # default 1
 
 
+class FixAvailability(str, enum.Enum):
+    """Whether a rule's findings come with a fix: ALWAYS, SOMETIMES (some shapes or files have none), or NEVER.
+
+    Kept apart from a fix's safety (`FixSafety`), which each fix has of its own, as ruff keeps them apart.
+    """
+
+    ALWAYS = "always"
+    SOMETIMES = "sometimes"
+    NEVER = "never"
+
+
+class ClassRewrite(namedtuple("ClassRewrite", ("codemod", "class_name"))):
+    """The fix payload of the rope rules: the codemod that rewrites the class, run once per file after the rules'
+    own fixes, and the class the finding is in (None for a store outside any class)."""
+
+    __slots__ = ()
+    codemod: str  # a name in `rope_lint.codemods.CODEMODS`
+    class_name: str | None
+
+
+class Flagged(namedtuple("Flagged", ("rule", "node", "message", "fix", "last"))):
+    """What a rule flagged in a file: the node (through the end of `last`, for a run of statements), why, and the fix.
+    The engine gives it its path and position (`FileContext.diagnostic`)."""
+
+    __slots__ = ()
+    rule: Rule
+    node: ast.expr | ast.stmt
+    message: str
+    fix: Fix | None
+    last: ast.expr | ast.stmt | None
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
-    # Bytes that every file this rule can flag contains: files without any of them are never parsed.
-    triggers: ClassVar[tuple[bytes, ...]]
-    # Whether the rule reads every method of the classes that may be rotary (`rotary.may_be_rotary`): the RPL2xx
-    # rules follow `self.` calls from `__init__`. Other rules read the function around a trigger and the
-    # `__init__` of its class, and the other methods of a class are not parsed.
-    reads_rotary_classes: ClassVar[bool] = False
-
-    @staticmethod
-    def may_flag(data: bytes, position: int) -> bool:
-        """Whether the trigger at `position` of a file's bytes can start a finding of this rule: a screen on the
-        text, before anything is parsed, that says False only where the rule cannot flag. An occurrence that every
-        rule with that trigger screens out is neither parsed nor indexed."""
-        return True
-
-    # How the rule fixes, for the rules table: "safe", "unsafe", "sometimes" or "none".
-    fixability: ClassVar[str]
+    # The trigger words, the text screen and the classes read whole: what the rule needs parsed of a file.
+    prefilter: ClassVar[PrefilterSpec]
+    fix_availability: ClassVar[FixAvailability]
+    # The safeties the rule's fixes can have; empty for a rule that never fixes.
+    fix_safeties: ClassVar[frozenset[FixSafety]] = frozenset()
+    # The types of its fixes' payloads (`Fix.payload`): what the cache rebuilds them from, by name.
+    fix_payloads: ClassVar[tuple[type, ...]] = ()
     examples: ClassVar[tuple[Valid | Invalid, ...]]
 
-    def check(self, ctx: FileContext) -> Iterable[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterable[Flagged]:
         raise NotImplementedError
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
-        """The replacement for the LibCST node at a finding's range."""
+    def report(
+        self,
+        node: ast.expr | ast.stmt,
+        message: str,
+        fix: Fix | None = None,
+        last: ast.expr | ast.stmt | None = None,
+    ) -> Flagged:
+        """A finding of this rule at `node`, or at the statements from `node` through `last`."""
+        return Flagged(self, node, message, fix, last)
+
+    def fix(self, node: cst.CSTNode, payload: tuple | None) -> cst.CSTNode:
+        """The replacement for the LibCST node at a finding's range, made as the finding's payload says."""
         raise NotImplementedError(f"{self.code} offers no fix")
+
+    @classmethod
+    def fix_summary(cls) -> str:
+        """How the rule fixes, for the rules table: "never", or its availability and its fixes' safeties
+        ("always: safe", "sometimes: safe or unsafe")."""
+        if cls.fix_availability is FixAvailability.NEVER:
+            return FixAvailability.NEVER.value
+        safeties = " or ".join(safety.value for safety in FixSafety if safety in cls.fix_safeties)
+        return f"{cls.fix_availability.value}: {safeties}"
 
     @classmethod
     def summary(cls) -> str:

@@ -4,12 +4,13 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.analysis.dtypes import is_floating_dtype
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -48,19 +49,19 @@ class DefaultDtypeDivision(Rule):
 
     code = "RPL103"
     name = "default-dtype-division"
-    triggers = (b"arange",)
-    may_flag = staticmethod(screens.arange_may_be_hazard)
-    fixability = "safe"
+    prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
+    fix_availability = FixAvailability.ALWAYS
+    fix_safeties = frozenset({FixSafety.SAFE})
+    # No payload: the fix appends `.float()` to the enumeration, whatever it is.
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
             dtype = enumerations.dtype_argument(call)
             if enumerations.float_literals(call) or (dtype is not None and is_floating_dtype(ctx, dtype) is not False):
                 continue
             if not self._is_divided(ctx, call):
                 continue
-            yield ctx.diagnostic(
-                DefaultDtypeDivision,
+            yield self.report(
                 call,
                 "true division of an integer enumeration yields the default dtype (bf16 under "
                 "`from_pretrained(torch_dtype=...)`); cast with `.float()` before dividing",
@@ -90,7 +91,7 @@ class DefaultDtypeDivision(Rule):
                 continue
             return False
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: None) -> cst.CSTNode:
         from rope_lint.rules import edits
 
         return edits.cast_to_float(node)

@@ -7,16 +7,19 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from rope_lint.diagnostics import Fix
+from rope_lint import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rope_lint.rules.analysis.enumerations import Int64Enumeration
 
 
-def int64_enumeration(call: cst.Call, fix: Fix) -> cst.BaseExpression:
+def int64_enumeration(call: cst.Call, enumeration: Int64Enumeration) -> cst.BaseExpression:
     """`torch.arange(0.0, n, 2.0, dtype=X)` -> `torch.arange(0, n, 2, dtype=torch.int64).float()`.
 
-    The `.float()` is left out where the call was cast with `.float()` already.
+    The `.float()` is left out where detection found the call cast with `.float()` already.
     """
-    int64_call = with_keyword(integral_literals(call), "dtype", f"{fix.get('torch')}.int64")
-    return cast_to_float(int64_call) if fix.get("cast") == "yes" else int64_call
+    int64_call = with_keyword(integral_literals(call), "dtype", f"{enumeration.torch}.int64")
+    return cast_to_float(int64_call) if enumeration.cast_to_float else int64_call
 
 
 def integral_literals(call: cst.Call) -> cst.Call:

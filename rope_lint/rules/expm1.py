@@ -4,11 +4,12 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -46,11 +47,12 @@ class Expm1(Rule):
 
     code = "RPL307"
     name = "expm1"
-    triggers = (b"exp(",)
-    may_flag = staticmethod(screens.exp_may_be_hazard)
-    fixability = "safe"
+    prefilter = PrefilterSpec(triggers=(b"exp(",), screen=screens.exp_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (logdomain.WriteFunction,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "exp"):
             subtraction = ctx.parent(call)
             if (
@@ -61,20 +63,19 @@ class Expm1(Rule):
                 or not logdomain.is_one(subtraction.right)
             ):
                 continue
-            yield ctx.diagnostic(
-                Expm1,
+            yield self.report(
                 subtraction,
                 "`exp(x) - 1` cancels to 0 for small `x`; use `torch.expm1(x)`",
-                logdomain.fix(ctx, ("torch.expm1", "torch.special.expm1")),
+                logdomain.fix(ctx, ("torch.expm1", "torch.special.expm1"), logdomain.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits
 
         assert isinstance(node, cst.BinaryOperation) and isinstance(node.left, cst.Call)
-        return edits.function_call(fix.get("function"), edits.unary_operand(node.left))
+        return edits.function_call(payload.function, edits.unary_operand(node.left))
 
     examples = (
         Invalid(
@@ -108,6 +109,8 @@ class Expm1(Rule):
             fixed="import torch\n\ndef grow(x):\n    return torch.expm1(x)\n",
             safety=FixSafety.SAFE,
         ),
+        # The file binds `torch` to something else: no spelling of `torch.expm1` to write.
+        Invalid("from helpers import torch\ny = x.exp() - 1\n"),
         Valid("import torch\ny = 2 * torch.exp(x) - 1\n"),
         Valid("import torch\ny = a + torch.exp(x) - 1\n"),
         Valid("import torch\ny = a - torch.exp(x) - 1\n"),

@@ -4,12 +4,13 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.analysis.dtypes import FLOAT32_DTYPES, is_floating_dtype, qualified_dtype
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -50,28 +51,28 @@ class FloatArange(Rule):
 
     code = "RPL101"
     name = "float-arange"
-    triggers = (b"arange",)
-    may_flag = staticmethod(screens.arange_may_be_hazard)
-    fixability = "sometimes"
+    prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none where the file has no name for torch to write `torch.int64`
+    fix_safeties = frozenset({FixSafety.SAFE, FixSafety.UNSAFE})
+    fix_payloads = (enumerations.Int64Enumeration,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
             dtype = enumerations.dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call) or not is_floating_dtype(ctx, dtype):
                 continue
             safety = FixSafety.SAFE if qualified_dtype(ctx, dtype) in FLOAT32_DTYPES else FixSafety.UNSAFE
-            yield ctx.diagnostic(
-                FloatArange,
+            yield self.report(
                 call,
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
                 "and bf16 runs round above 256; enumerate in int64, then `.float()`",
                 enumerations.int64_fix(ctx, call, safety),
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: enumerations.Int64Enumeration) -> cst.CSTNode:
         from rope_lint.rules import edits
 
-        return edits.int64_enumeration(node, fix)
+        return edits.int64_enumeration(node, payload)
 
     examples = (
         Invalid(

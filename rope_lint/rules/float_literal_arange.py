@@ -3,11 +3,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -46,27 +47,27 @@ class FloatLiteralArange(Rule):
 
     code = "RPL102"
     name = "float-literal-arange"
-    triggers = (b"arange",)
-    may_flag = staticmethod(screens.arange_may_be_hazard)
-    fixability = "safe"
+    prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none where the file has no name for torch to write `torch.int64`
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (enumerations.Int64Enumeration,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
             literals = enumerations.float_literals(call)
             if not literals or enumerations.dtype_argument(call) is not None or enumerations.is_fractional(call):
                 continue
-            yield ctx.diagnostic(
-                FloatLiteralArange,
+            yield self.report(
                 call,
                 "`torch.arange` with float literal bounds enumerates in the default dtype (bf16 under "
                 "`from_pretrained(torch_dtype=...)`); use integer bounds and int64, then `.float()`",
                 enumerations.int64_fix(ctx, call, FixSafety.SAFE),
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: enumerations.Int64Enumeration) -> cst.CSTNode:
         from rope_lint.rules import edits
 
-        return edits.int64_enumeration(node, fix)
+        return edits.int64_enumeration(node, payload)
 
     examples = (
         Invalid(
@@ -88,6 +89,10 @@ class FloatLiteralArange(Rule):
             "import torch\nseq = torch.arange(klen - 1, -1, -1.0)\n",
             fixed="import torch\nseq = torch.arange(klen - 1, -1, -1, dtype=torch.int64).float()\n",
             safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # No name for torch itself to write `torch.int64` with: flagged, not fixed.
+            "from torch import arange\npos = arange(0.0, seq_len, 1.0)\n",
         ),
         Valid("import torch\nsteps = torch.arange(0, 1, 0.1)\n"),
         Valid("import torch\nt = torch.arange(0, n, 2)\n"),

@@ -4,11 +4,12 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -46,23 +47,23 @@ class Log1p(Rule):
 
     code = "RPL306"
     name = "log1p"
-    triggers = (b"log(",)
-    may_flag = staticmethod(screens.log_may_be_hazard)
-    fixability = "safe"
+    prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (logdomain.WriteFunction,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
             operand = logdomain.one_plus(logdomain.unary_operand(ctx, call, "log"))
             if operand is None or _is_number(operand) or logdomain.unary_operand(ctx, operand, "exp") is not None:
                 continue
-            yield ctx.diagnostic(
-                Log1p,
+            yield self.report(
                 call,
                 "`log(1 + x)` rounds away small `x`; use `torch.log1p(x)`",
-                logdomain.fix(ctx, ("torch.log1p", "torch.special.log1p")),
+                logdomain.fix(ctx, ("torch.log1p", "torch.special.log1p"), logdomain.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits
@@ -70,7 +71,7 @@ class Log1p(Rule):
         assert isinstance(node, cst.Call)
         one_plus = edits.unary_operand(node)
         assert isinstance(one_plus, cst.BinaryOperation)
-        return edits.function_call(fix.get("function"), edits.besides_one(one_plus))
+        return edits.function_call(payload.function, edits.besides_one(one_plus))
 
     examples = (
         Invalid(
@@ -104,6 +105,8 @@ class Log1p(Rule):
             fixed="from torch import log, log1p\n\ny = log1p(x)\n",
             safety=FixSafety.SAFE,
         ),
+        # The file binds `torch` to something else: no spelling of `torch.log1p` to write.
+        Invalid("from helpers import torch\ny = (x + 1).log()\n"),
         Valid("import torch\ny = torch.log(x + 1e-8)\n"),
         Valid("import torch\ny = torch.log(2 + x)\n"),
         Valid("import torch\ny = torch.log(1 - x)\n"),

@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -53,11 +55,12 @@ class LogSoftmax(Rule):
 
     code = "RPL303"
     name = "log-softmax"
-    triggers = (b"log(",)
-    may_flag = staticmethod(screens.log_may_be_hazard)
-    fixability = "sometimes"
+    prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none for a softmax without a dim
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (logdomain.WriteReduction,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
             softmax = logdomain.reduction(ctx, logdomain.unary_operand(ctx, call, "log"), "softmax")
             if softmax is None:
@@ -67,16 +70,16 @@ class LogSoftmax(Rule):
             if softmax.has_dim() and len(softmax.args) <= 1 and {kw.arg for kw in softmax.keywords} <= _KEYWORDS:
                 sibling = _LOG_SOFTMAX.get(softmax.function or "")
                 candidates = (*([sibling] if sibling else []), *_LOG_SOFTMAX.values())
-                fix = logdomain.fix(ctx, candidates, softmax="method" if softmax.method else "function")
-            yield ctx.diagnostic(
-                LogSoftmax,
+                payload = partial(logdomain.WriteReduction, method_spelling=softmax.method)
+                fix = logdomain.fix(ctx, candidates, payload)
+            yield self.report(
                 call,
                 "`log(softmax(x, d))` is -inf where a probability underflows; use `log_softmax(x, d)`"
                 + ("" if softmax.has_dim() else " (name the dim: no fix without one)"),
                 fix,
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: logdomain.WriteReduction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits
@@ -84,8 +87,7 @@ class LogSoftmax(Rule):
         assert isinstance(node, cst.Call)
         softmax = edits.unary_operand(node)
         assert isinstance(softmax, cst.Call)
-        method_spelling = fix.get("softmax") == "method"
-        return edits.as_function_call(softmax, fix.get("function"), method_spelling, lambda operand: operand)
+        return edits.as_function_call(softmax, payload.function, payload.method_spelling, lambda operand: operand)
 
     examples = (
         Invalid(

@@ -4,11 +4,12 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -44,11 +45,12 @@ class LogSigmoid(Rule):
 
     code = "RPL305"
     name = "logsigmoid"
-    triggers = (b"log(",)
-    may_flag = staticmethod(screens.log_may_be_hazard)
-    fixability = "safe"
+    prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (logdomain.WriteFunction,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
             operand = logdomain.unary_operand(ctx, call, "log")
             if isinstance(operand, ast.BinOp) and isinstance(operand.op, ast.Sub) and logdomain.is_one(operand.left):
@@ -57,15 +59,14 @@ class LogSigmoid(Rule):
                 complement, sigmoid = False, operand
             if logdomain.unary_operand(ctx, sigmoid, "sigmoid") is None:
                 continue
-            yield ctx.diagnostic(
-                LogSigmoid,
+            yield self.report(
                 call,
                 f"`log({'1 - ' if complement else ''}sigmoid(x))` is -inf where the sigmoid rounds to "
                 f"{'1' if complement else '0'}; use `F.logsigmoid({'-' if complement else ''}x)`",
-                logdomain.fix(ctx, ("torch.nn.functional.logsigmoid",)),
+                logdomain.fix(ctx, ("torch.nn.functional.logsigmoid",), logdomain.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits
@@ -74,9 +75,9 @@ class LogSigmoid(Rule):
         operand = edits.unary_operand(node)
         if isinstance(operand, cst.BinaryOperation):  # 1 - sigmoid(x)
             assert isinstance(operand.right, cst.Call)
-            return edits.function_call(fix.get("function"), edits.negated(edits.unary_operand(operand.right)))
+            return edits.function_call(payload.function, edits.negated(edits.unary_operand(operand.right)))
         assert isinstance(operand, cst.Call)
-        return edits.function_call(fix.get("function"), edits.unary_operand(operand))
+        return edits.function_call(payload.function, edits.unary_operand(operand))
 
     examples = (
         Invalid(
@@ -116,6 +117,8 @@ class LogSigmoid(Rule):
             safety=FixSafety.SAFE,
             count=2,
         ),
+        # The file binds `torch` to something else: no spelling of `logsigmoid` to write.
+        Invalid("from helpers import torch\nlp = z.sigmoid().log()\n"),
         Valid("import torch\nlp = torch.log(torch.sigmoid(z) + 1e-6)\n"),
         Valid("import torch\nlp = torch.log(2 - torch.sigmoid(z))\n"),
         Valid("import torch.nn.functional as F\nlp = F.logsigmoid(z)\n"),

@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -48,11 +50,12 @@ class LogSumExp(Rule):
 
     code = "RPL302"
     name = "logsumexp"
-    triggers = (b"log(",)
-    may_flag = staticmethod(screens.log_may_be_hazard)
-    fixability = "sometimes"
+    prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none for a sum without a dim or with a dtype
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (logdomain.WriteReduction,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
             total = logdomain.reduction(ctx, logdomain.unary_operand(ctx, call, "log"), "sum")
             shifted = logdomain.unary_operand(ctx, total.operand, "exp") if total is not None else None
@@ -60,18 +63,16 @@ class LogSumExp(Rule):
                 continue
             fix = None
             if total.has_dim() and len(total.args) <= 2 and {kw.arg for kw in total.keywords} <= _KEYWORDS:
-                fix = logdomain.fix(
-                    ctx, ("torch.logsumexp", "torch.special.logsumexp"), sum="method" if total.method else "function"
-                )
-            yield ctx.diagnostic(
-                LogSumExp,
+                payload = partial(logdomain.WriteReduction, method_spelling=total.method)
+                fix = logdomain.fix(ctx, ("torch.logsumexp", "torch.special.logsumexp"), payload)
+            yield self.report(
                 call,
                 "`log(sum(exp(x)))` overflows to inf from x ≈ 89 in float32; use `torch.logsumexp(x, dim)`"
                 + ("" if total.has_dim() else " (name the dim: no fix without one)"),
                 fix,
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: logdomain.WriteReduction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits
@@ -79,13 +80,12 @@ class LogSumExp(Rule):
         assert isinstance(node, cst.Call)
         total = edits.unary_operand(node)
         assert isinstance(total, cst.Call)
-        method_spelling = fix.get("sum") == "method"
 
         def exponent(exp_call: cst.BaseExpression) -> cst.BaseExpression:
             assert isinstance(exp_call, cst.Call)
             return edits.unary_operand(exp_call)
 
-        return edits.as_function_call(total, fix.get("function"), method_spelling, exponent)
+        return edits.as_function_call(total, payload.function, payload.method_spelling, exponent)
 
     examples = (
         Invalid(

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
 
 
 class LowPrecisionRopeCache(Rule):
@@ -39,20 +40,20 @@ class LowPrecisionRopeCache(Rule):
 
     code = "RPL201"
     name = "low-precision-rope-cache"
-    triggers = rotary.TABLE_TRIGGERS
-    reads_rotary_classes = True
-    fixability = "unsafe"
-    rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
+    prefilter = PrefilterSpec(triggers=rotary.TABLE_TRIGGERS, parses_whole_class=rotary.may_be_rotary)
+    fix_availability = FixAvailability.ALWAYS
+    fix_safeties = frozenset({FixSafety.UNSAFE})
+    fix_payloads = (ClassRewrite,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for store in rotary.table_stores(ctx):
             if rotary.is_low_precision_cast(ctx, store.value):
-                yield ctx.diagnostic(
-                    LowPrecisionRopeCache,
+                cls = ctx.enclosing_class(store.node)
+                yield self.report(
                     store.value,
                     f"the RoPE table `{store.name}` is stored in a runtime dtype, rounding it for every token; "
                     "store float32 and cast at the end of forward",
-                    self.rewrite,
+                    Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None)),
                 )
 
     examples = (

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections import namedtuple
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -22,6 +25,38 @@ _METADATA = frozenset({"dtype", "device", "shape"})
 _SIMPLE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
 _CANDIDATES = ("torch.logaddexp",)
 _MESSAGE = "merging log-sum-exps through `exp` overflows to inf from {} ≈ 89 in float32 (710 in float64); use {}"
+
+
+# The fix payloads, one for each form of merge; `function` is `torch.logaddexp` as the file's imports spell it.
+class MergeOfExps(namedtuple("MergeOfExps", ("function",))):
+    """`log(exp(a) + exp(b))`."""
+
+    __slots__ = ()
+    function: str
+
+
+class MergeOfShift(namedtuple("MergeOfShift", ("function", "base_on_left"))):
+    """`a + log(1 + exp(b - a))`, with `a` on the left of the sum or on its right."""
+
+    __slots__ = ()
+    function: str
+    base_on_left: bool
+
+
+class MergeInChain(namedtuple("MergeInChain", ("function",))):
+    """`x.exp_().add_(y.exp()).log_()`."""
+
+    __slots__ = ()
+    function: str
+
+
+class MergeOfStatements(namedtuple("MergeOfStatements", ("function", "add_index"))):
+    """`x.exp_()` ... `x.add_(y.exp())` ... `x.log_()`: the finding's range is the run of statements, and the `add_`
+    (or `+=`) is the run's statement at `add_index`."""
+
+    __slots__ = ()
+    function: str
+    add_index: int
 
 
 class LseMerge(Rule):
@@ -68,42 +103,42 @@ class LseMerge(Rule):
 
     code = "RPL301"
     name = "lse-merge"
-    triggers = (b"log(", b"log1p(", b"log_(")
-    may_flag = staticmethod(screens.log_may_be_hazard)
-    fixability = "sometimes"
+    prefilter = PrefilterSpec(triggers=(b"log(", b"log1p(", b"log_("), screen=screens.log_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none for steps sharing lines with others, or interleaved
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (MergeOfExps, MergeOfShift, MergeInChain, MergeOfStatements)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
             terms = _exp_sum(ctx, logdomain.unary_operand(ctx, call, "log"))
             if terms is not None and not logdomain.is_shift_added_back(ctx, call, terms):
-                yield ctx.diagnostic(
-                    LseMerge, call, _MESSAGE.format("a or b", "`torch.logaddexp(a, b)`"), _fix(ctx, form="sum")
-                )
+                yield self.report(call, _MESSAGE.format("a or b", "`torch.logaddexp(a, b)`"), _fix(ctx, MergeOfExps))
         for call in [*logdomain.calls(ctx, "log"), *logdomain.calls(ctx, "log1p")]:
             merge = logdomain.shifted_merge(ctx, call)
             if merge is not None:
-                fix = _fix(ctx, form="shifted", base=merge.base_side)
-                yield ctx.diagnostic(LseMerge, merge.node, _MESSAGE.format("b - a", "`torch.logaddexp(a, b)`"), fix)
+                fix = _fix(ctx, partial(MergeOfShift, base_on_left=merge.base_side == "left"))
+                yield self.report(merge.node, _MESSAGE.format("b - a", "`torch.logaddexp(a, b)`"), fix)
         for call in ctx.method_calls("log_"):
-            yield from _in_place_merges(ctx, call)
+            yield from _in_place_merges(self, ctx, call)
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(
+        self, node: cst.CSTNode, payload: MergeOfExps | MergeOfShift | MergeInChain | MergeOfStatements
+    ) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits
 
-        function = fix.get("function")
-        form = fix.get("form")
-        if form == "sum":  # log(exp(a) + exp(b))
+        function = payload.function
+        if isinstance(payload, MergeOfExps):  # log(exp(a) + exp(b))
             assert isinstance(node, cst.Call)
             terms = edits.unary_operand(node)
             assert isinstance(terms, cst.BinaryOperation)
             assert isinstance(terms.left, cst.Call) and isinstance(terms.right, cst.Call)
             a, b = edits.unary_operand(terms.left), edits.unary_operand(terms.right)
             return edits.function_call(function, a, b)
-        if form == "shifted":  # a + log(1 + exp(b - a))
+        if isinstance(payload, MergeOfShift):  # a + log(1 + exp(b - a))
             assert isinstance(node, cst.BinaryOperation)
-            base, log_call = (node.left, node.right) if fix.get("base") == "left" else (node.right, node.left)
+            base, log_call = (node.left, node.right) if payload.base_on_left else (node.right, node.left)
             assert isinstance(log_call, cst.Call)
             inner = edits.unary_operand(log_call)
             exp_call = edits.besides_one(inner) if isinstance(inner, cst.BinaryOperation) else inner
@@ -111,14 +146,14 @@ class LseMerge(Rule):
             shift = edits.unary_operand(exp_call)
             assert isinstance(shift, cst.BinaryOperation)
             return edits.function_call(function, base, shift.left)
-        if form == "chain":  # x.exp_().add_(y.exp()).log_()
+        if isinstance(payload, MergeInChain):  # x.exp_().add_(y.exp()).log_()
             assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
             add_call = node.func.value
             assert isinstance(add_call, cst.Call) and isinstance(add_call.func, cst.Attribute)
             exp_call = add_call.func.value
             assert isinstance(exp_call, cst.Call) and isinstance(exp_call.func, cst.Attribute)
             return _copy_merged(function, exp_call.func.value, add_call.args[0].value)
-        return _merge_statements(node, fix)
+        return _merge_statements(node, payload)
 
     examples = (
         Invalid(
@@ -247,8 +282,8 @@ class LseMerge(Rule):
     )
 
 
-def _fix(ctx: FileContext, **hints: str) -> Fix | None:
-    return logdomain.fix(ctx, _CANDIDATES, **hints)
+def _fix(ctx: FileContext, payload: Callable[[str], tuple]) -> Fix | None:
+    return logdomain.fix(ctx, _CANDIDATES, payload)
 
 
 def _exp_sum(ctx: FileContext, node: ast.expr | None) -> list[ast.expr] | None:
@@ -364,7 +399,7 @@ def _added_term(statement: ast.stmt, target: ast.expr) -> ast.expr | None:
     return None
 
 
-def _in_place_merges(ctx: FileContext, log_call: ast.Call) -> Iterator[Diagnostic]:
+def _in_place_merges(rule: LseMerge, ctx: FileContext, log_call: ast.Call) -> Iterator[Flagged]:
     """The in-place merge that ends in `log_call`, `x.log_()`: a chain, or statements of one block."""
     if not isinstance(log_call.func, ast.Attribute) or log_call.args or log_call.keywords:
         return
@@ -372,11 +407,11 @@ def _in_place_merges(ctx: FileContext, log_call: ast.Call) -> Iterator[Diagnosti
     receiver = log_call.func.value
     if isinstance(receiver, ast.Call):
         if _is_chained_merge(ctx, receiver):
-            yield ctx.diagnostic(LseMerge, log_call, message, _fix(ctx, form="chain"))
+            yield rule.report(log_call, message, _fix(ctx, MergeInChain))
         return
     statement = ctx.parent(log_call)
     if isinstance(statement, ast.Expr) and statement.value is log_call:
-        yield from _statement_merge(ctx, statement, receiver, message)
+        yield from _statement_merge(rule, ctx, statement, receiver, message)
 
 
 def _is_chained_merge(ctx: FileContext, add_call: ast.Call) -> bool:
@@ -399,7 +434,9 @@ def _is_chained_merge(ctx: FileContext, add_call: ast.Call) -> bool:
     )
 
 
-def _statement_merge(ctx: FileContext, statement: ast.Expr, target: ast.expr, message: str) -> Iterator[Diagnostic]:
+def _statement_merge(
+    rule: LseMerge, ctx: FileContext, statement: ast.Expr, target: ast.expr, message: str
+) -> Iterator[Flagged]:
     """`target.exp_()` ... `target.add_(y.exp())` ... `target.log_()` ending in `statement`, within its block."""
     names = _names(target)
     if names is None:
@@ -428,16 +465,8 @@ def _statement_merge(ctx: FileContext, statement: ast.Expr, target: ast.expr, me
         _in_place_receiver(other, "exp_") is not None or _in_place_receiver(other, "log_") is not None
         for other in run[1:-1]
     )
-    fix = _fix(ctx, form="statements", merge_at=str(add - first)) if fixable and not interleaved else None
-    yield Diagnostic(
-        path=ctx.path,
-        code=LseMerge.code,
-        name=LseMerge.name,
-        message=message,
-        start=ctx.position(run[0].lineno, run[0].col_offset),
-        end=ctx.position(run[-1].end_lineno or run[-1].lineno, run[-1].end_col_offset or 0),
-        fix=fix,
-    )
+    fix = _fix(ctx, partial(MergeOfStatements, add_index=add - first)) if fixable and not interleaved else None
+    yield rule.report(run[0], message, fix, last=run[-1])
 
 
 def _is_in_place_on(statement: ast.stmt, method: str, target: ast.expr) -> bool:
@@ -484,14 +513,14 @@ def _without_exp(term: cst.BaseExpression) -> cst.BaseExpression:
     return edits.unary_operand(term)
 
 
-def _merge_statements(node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+def _merge_statements(node: cst.CSTNode, merge: MergeOfStatements) -> cst.CSTNode:
     """The run `x.exp_()` ... `x.add_(y.exp())` ... `x.log_()`, as a block cut down to it (see `fixes`): the `add_`
     becomes `x.copy_(torch.logaddexp(x, y))`, the `exp_()` and `log_()` go, and the statements between stay."""
     import libcst as cst
 
     assert isinstance(node, cst.Module | cst.IndentedBlock | cst.SimpleStatementLine | cst.SimpleStatementSuite)
     run = list(node.body)
-    index = int(fix.get("merge_at"))
+    index = merge.add_index
     line = run[index]
     step = line.body[0] if isinstance(line, cst.SimpleStatementLine) else line
     if isinstance(step, cst.AugAssign):
@@ -501,7 +530,7 @@ def _merge_statements(node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
         assert isinstance(step.value.func, cst.Attribute)
         target, term = step.value.func.value, step.value.args[0].value
     assert isinstance(target, cst.BaseExpression)
-    merged = cst.Expr(value=_copy_merged(fix.get("function"), target, term), semicolon=step.semicolon)
+    merged = cst.Expr(value=_copy_merged(merge.function, target, term), semicolon=step.semicolon)
     if isinstance(line, cst.SimpleStatementLine):  # one statement a line: comments above the run stay above it
         kept = [*run[1:index], line.with_changes(body=[merged]), *run[index + 1 : -1]]
         kept[0] = kept[0].with_changes(leading_lines=[*run[0].leading_lines, *kept[0].leading_lines])

@@ -3,10 +3,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
 
 _PRODUCTS = frozenset({"torch.matmul", "torch.outer", "torch.ger", "torch.einsum", "torch.bmm", "torch.mm"})
 _UPCASTS = frozenset({"float", "double"})
@@ -45,39 +46,41 @@ class RopeAutocast(Rule):
 
     code = "RPL204"
     name = "rope-autocast"
-    triggers = (b"inv_freq",)
-    reads_rotary_classes = True
-    fixability = "safe"
-    rewrite = Fix(FixSafety.SAFE, (("codemod", "rope_autocast"),))
+    prefilter = PrefilterSpec(triggers=(b"inv_freq",), parses_whole_class=rotary.may_be_rotary)
+    fix_availability = FixAvailability.ALWAYS
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (ClassRewrite,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for cls in rotary.rotary_classes(ctx):
+            rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name))
             for method in rotary.methods(cls):
                 if method.name == "forward":
-                    yield from self._check_forward(ctx, method.body, autocast_off=False)
+                    yield from self._check_forward(ctx, method.body, rewrite, autocast_off=False)
 
-    def _check_forward(self, ctx: FileContext, body: list[ast.stmt], autocast_off: bool) -> Iterator[Diagnostic]:
+    def _check_forward(
+        self, ctx: FileContext, body: list[ast.stmt], rewrite: Fix, autocast_off: bool
+    ) -> Iterator[Flagged]:
         for statement in body:
             if isinstance(statement, ast.With | ast.AsyncWith):
                 inner_off = autocast_off or any(_disables_autocast(item.context_expr) for item in statement.items)
-                yield from self._check_forward(ctx, statement.body, inner_off)
+                yield from self._check_forward(ctx, statement.body, rewrite, inner_off)
                 continue
             nested = [getattr(statement, field, []) for field in ("body", "orelse", "finalbody")]
             if any(nested):
                 for block in nested:
-                    yield from self._check_forward(ctx, block, autocast_off)
+                    yield from self._check_forward(ctx, block, rewrite, autocast_off)
                 continue
             if autocast_off:
                 continue
             for node in ast.walk(statement):
                 operands = _product_operands(ctx, node)
                 if operands and not all(_is_upcast(ctx, operand) for operand in operands):
-                    yield ctx.diagnostic(
-                        RopeAutocast,
+                    yield self.report(
                         node,
                         "the RoPE frequency product runs in the autocast dtype; upcast its operands with `.float()` "
                         "and wrap it in `torch.autocast(..., enabled=False)`",
-                        self.rewrite,
+                        rewrite,
                     )
 
     examples = (

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
 
 
 class RopeBufferDowncast(Rule):
@@ -42,24 +43,24 @@ class RopeBufferDowncast(Rule):
 
     code = "RPL202"
     name = "rope-buffer-downcast"
-    triggers = rotary.TABLE_TRIGGERS
-    reads_rotary_classes = True
-    fixability = "unsafe"
-    rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
+    prefilter = PrefilterSpec(triggers=rotary.TABLE_TRIGGERS, parses_whole_class=rotary.may_be_rotary)
+    fix_availability = FixAvailability.ALWAYS
+    fix_safeties = frozenset({FixSafety.UNSAFE})
+    fix_payloads = (ClassRewrite,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         stores = list(rotary.table_stores(ctx))
         float32_copies = {store.name for store in stores if not store.as_buffer and store.name.endswith("_fp32")}
         for store in stores:
             # A persistent buffer with a float32 copy beside it is what the fix leaves: the class reads the copy.
             if store.as_buffer and f"{store.name}_fp32" not in float32_copies:
                 kept = " (persistent: it stays in the state_dict)" if store.persistent else ""
-                yield ctx.diagnostic(
-                    RopeBufferDowncast,
+                cls = ctx.enclosing_class(store.node)
+                yield self.report(
                     store.node,
                     f"`{store.name}` is a floating buffer{kept}, so `module.to(torch.bfloat16)` rounds it; keep a "
                     "float32 plain attribute and move it to the input's device on use",
-                    self.rewrite,
+                    Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None)),
                 )
 
     examples = (

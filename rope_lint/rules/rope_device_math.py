@@ -3,11 +3,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
 
 
 class RopeDeviceMath(Rule):
@@ -45,14 +46,18 @@ class RopeDeviceMath(Rule):
 
     code = "RPL203"
     name = "rope-device-math"
-    triggers = (b"inv_freq", *rotary.ROTARY_NAME_TRIGGERS)  # the table, or a rotary class by its name
-    may_flag = staticmethod(screens.rotary_name_may_be_class)
-    reads_rotary_classes = True
-    fixability = "unsafe"
-    rewrite = Fix(FixSafety.UNSAFE, (("codemod", "rope_tables"),))
+    prefilter = PrefilterSpec(
+        triggers=(b"inv_freq", *rotary.ROTARY_NAME_TRIGGERS),  # the table, or a rotary class by its name
+        screen=screens.rotary_name_may_be_class,
+        parses_whole_class=rotary.may_be_rotary,
+    )
+    fix_availability = FixAvailability.ALWAYS
+    fix_safeties = frozenset({FixSafety.UNSAFE})
+    fix_payloads = (ClassRewrite,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for cls in rotary.rotary_classes(ctx):
+            rewrite = Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name))
             construction = rotary.construction_methods(cls)
             for method in rotary.methods(cls):
                 if method.name not in construction:
@@ -61,20 +66,18 @@ class RopeDeviceMath(Rule):
                     if not isinstance(node, ast.Call):
                         continue
                     if ctx.qualified_name(node.func) == "torch.arange" and not _on_cpu(ctx, node):
-                        yield ctx.diagnostic(
-                            RopeDeviceMath,
+                        yield self.report(
                             node,
                             "RoPE positions or frequencies are enumerated on the accelerator (or left to zero.Init "
                             'to place there); compute the tables on the CPU (`device="cpu"`) and move them',
-                            self.rewrite,
+                            rewrite,
                         )
                     elif _moves_enumeration(ctx, node):
-                        yield ctx.diagnostic(
-                            RopeDeviceMath,
+                        yield self.report(
                             node,
                             "the enumeration moves to the accelerator before the RoPE math; compute on the CPU "
                             "and move the finished table",
-                            self.rewrite,
+                            rewrite,
                         )
 
     examples = (

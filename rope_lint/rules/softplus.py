@@ -3,11 +3,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import screens
+from rope_lint.prefilter.spec import PrefilterSpec
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -45,22 +46,22 @@ class Softplus(Rule):
 
     code = "RPL304"
     name = "softplus"
-    triggers = (b"log(", b"log1p(")
-    may_flag = staticmethod(screens.log_may_be_hazard)
-    fixability = "safe"
+    prefilter = PrefilterSpec(triggers=(b"log(", b"log1p("), screen=screens.log_may_be_hazard)
+    fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
+    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_payloads = (logdomain.WriteFunction,)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+    def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in [*logdomain.calls(ctx, "log"), *logdomain.calls(ctx, "log1p")]:
             if logdomain.softplus_argument(ctx, call) is None or logdomain.shifted_merge(ctx, call) is not None:
                 continue
-            yield ctx.diagnostic(
-                Softplus,
+            yield self.report(
                 call,
                 "`log(1 + exp(x))` overflows to inf from x ≈ 89 in float32; use `torch.nn.functional.softplus(x)`",
-                logdomain.fix(ctx, ("torch.nn.functional.softplus",)),
+                logdomain.fix(ctx, ("torch.nn.functional.softplus",), logdomain.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, fix: Fix) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits
@@ -69,7 +70,7 @@ class Softplus(Rule):
         inner = edits.unary_operand(node)
         exp_call = edits.besides_one(inner) if isinstance(inner, cst.BinaryOperation) else inner
         assert isinstance(exp_call, cst.Call)
-        return edits.function_call(fix.get("function"), edits.unary_operand(exp_call))
+        return edits.function_call(payload.function, edits.unary_operand(exp_call))
 
     examples = (
         Invalid(
@@ -109,6 +110,8 @@ class Softplus(Rule):
             "    return torch.nn.functional.softplus(x)\n",
             safety=FixSafety.SAFE,
         ),
+        # The file binds `torch` to something else: no spelling of `softplus` to write.
+        Invalid("from helpers import torch\ny = (1 + x.exp()).log()\n"),
         Valid("import torch.nn.functional as F\ny = F.softplus(x)\n"),
         Valid("import torch\ny = torch.log(2 + torch.exp(x))\n"),
         Valid("import torch\ny = torch.log(1 + torch.exp(x) * w)\n"),

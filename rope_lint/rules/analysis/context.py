@@ -12,12 +12,14 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterator
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic, Fix, Position
+from rope_lint.diagnostics import Diagnostic, Position
 from rope_lint.prefilter import candidates
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 if TYPE_CHECKING:
     from typing import TypeGuard, TypeVar
+
+    from rope_lint.rules.base import Flagged
 
     T = TypeVar("T")
 
@@ -185,15 +187,17 @@ class FileContext:
             return Position(line, byte_column)
         return Position(line, len(text.encode("utf-8")[:byte_column].decode("utf-8", errors="ignore")))
 
-    def diagnostic(self, rule: type, node: ast.expr, message: str, fix: Fix | None = None) -> Diagnostic:
+    def diagnostic(self, flagged: Flagged) -> Diagnostic:
+        """The finding a rule reported (`Rule.report`), with its path and the range of its node or statements."""
+        rule, node, last = flagged.rule, flagged.node, flagged.last or flagged.node
         return Diagnostic(
             path=self.path,
             code=rule.code,
             name=rule.name,
-            message=message,
+            message=flagged.message,
             start=self.position(node.lineno, node.col_offset),
-            end=self.position(node.end_lineno or node.lineno, node.end_col_offset or node.col_offset),
-            fix=fix,
+            end=self.position(last.end_lineno or last.lineno, last.end_col_offset or node.col_offset),
+            fix=flagged.fix,
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections import namedtuple
 
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.rules.analysis.context import FileContext
@@ -38,16 +39,23 @@ def dtype_argument(call: ast.Call) -> ast.expr | None:
     return next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
 
 
+class Int64Enumeration(namedtuple("Int64Enumeration", ("torch", "cast_to_float"))):
+    """The fix payload of the arange rules: make the call an int64 enumeration (`edits.int64_enumeration`)."""
+
+    __slots__ = ()
+    torch: str  # the name to write `<torch>.int64` with
+    cast_to_float: bool  # whether to append `.float()`: False where the call is cast with `.float()` already
+
+
 def int64_fix(ctx: FileContext, call: ast.Call, safety: FixSafety) -> Fix | None:
-    """The fix that makes `call` an int64 enumeration cast with `.float()` (see `cst_edits.int64_enumeration`).
+    """The fix that makes `call` an int64 enumeration cast with `.float()`.
 
     None when the file has no name for torch itself to write `torch.int64` with.
     """
     alias = _torch_alias(ctx, call)
     if alias is None:
         return None
-    cast = "no" if _is_cast_to_float32(ctx, ctx.parent(call)) else "yes"
-    return Fix(safety, (("torch", alias), ("cast", cast)))
+    return Fix(safety, Int64Enumeration(alias, cast_to_float=not _is_cast_to_float32(ctx, ctx.parent(call))))
 
 
 def _torch_alias(ctx: FileContext, call: ast.Call) -> str | None:

@@ -3,13 +3,15 @@
 Each op is matched in both spellings: the function, reached through any import of it (`torch.log(x)`,
 `t.log(x)` under `import torch as t`, `log(x)` under `from torch import log`, `F.softmax(x, -1)`), and the tensor
 method (`x.log()`). Spellings mix freely within one expression (`torch.log(1 + x.exp())`). A fix names the function
-it writes through the file's own imports, and asks for `import torch` only where none reaches it (`fix`).
+it writes through the file's own imports, and asks for `import torch` only where none reaches it (`fix`); the function
+is in the fix's payload, so that the edit writes what detection chose.
 """
 
 from __future__ import annotations
 
 import ast
 from collections import namedtuple
+from collections.abc import Callable
 
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.rules.analysis.context import FileContext
@@ -164,15 +166,28 @@ def reference(ctx: FileContext, candidates: tuple[str, ...]) -> tuple[str, str |
     return candidates[0], "torch"
 
 
-def fix(ctx: FileContext, candidates: tuple[str, ...], **hints: str) -> Fix | None:
-    """A safe fix that writes the function `candidates` name (data "function"), with what the edit needs to know of
-    the matched spelling (`hints`), and the module to import where the file has no name for it (data "import", which
-    `fixes.apply_fixes` adds once the edits are made)."""
+class WriteFunction(namedtuple("WriteFunction", ("function",))):
+    """The fix payload of a rule that replaces the matched expression with one call of `function`."""
+
+    __slots__ = ()
+    function: str  # as the file's imports spell it (`reference`)
+
+
+class WriteReduction(namedtuple("WriteReduction", ("function", "method_spelling"))):
+    """The fix payload of a rule that rewrites a reduction (`sum`, `softmax`) as a call of `function`, which takes the
+    reduction's arguments: the receiver of the method spelling (`x.sum(d)`) becomes the first."""
+
+    __slots__ = ()
+    function: str
+    method_spelling: bool
+
+
+def fix(ctx: FileContext, candidates: tuple[str, ...], payload: Callable[[str], tuple]) -> Fix | None:
+    """A safe fix that writes the function `candidates` name, as `payload(function)` records it, and imports the
+    module the file has no name for (`Fix.adds_import`). None where the file binds the name `torch` to something
+    else, so that no spelling of the function is at hand."""
     spelled = reference(ctx, candidates)
     if spelled is None:
         return None
     function, module = spelled
-    data = [("function", function), *hints.items()]
-    if module is not None:
-        data.append(("import", module))
-    return Fix(FixSafety.SAFE, tuple(data))
+    return Fix(FixSafety.SAFE, payload(function), adds_import=module)
