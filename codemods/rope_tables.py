@@ -1,8 +1,8 @@
 """The rope codemod: RoPE tables computed once, in float32, on the CPU, kept out of `module.to()`, cast late.
 
-It rewrites every rotary class of a module (a class named like `*Rotary*`/`*Rope*`, one that stores an
-`inv_freq`, and their subclasses in the file), the RPL2xx fix (DESIGN §4). Each step is one small,
-deterministic edit, so that every `# Copied from` copy of a class gets the same rewrite:
+It rewrites every rotary class of a module (`rotary.is_rotary_class`, from the codemods' evidence: a class named
+like `*Rotary*`/`*Rope*`, one that names an `inv_freq`, and their subclasses in the file), the RPL2xx fix. Each
+step is one small, deterministic edit, so that every `# Copied from` copy of a class gets the same rewrite:
 
 1. Table buffers become plain attributes: `self.register_buffer("inv_freq", v, persistent=False)` ->
    `self.inv_freq = v`; `self.x = nn.Buffer(v, persistent=False)` -> `self.x = v`; an f-string name
@@ -13,7 +13,7 @@ deterministic edit, so that every `# Copied from` copy of a class gets the same 
    A `# Copied from` copy goes its source's way: where the source keeps a table as a persistent buffer and
    the copy registers it otherwise (under `# Ignore copy`, say `persistent=False`), the copy's buffer stays
    too and gets the float32 copy, so that both classes read `self.<name>_fp32` and stay copies
-   (`rope_lint/copies.py`). This needs the file's path, which rope-lint and `libcst.tool` both give.
+   (`rope_lint/transformers/copies.py`). This needs the file's path, which rope-lint and `libcst.tool` both give.
 2. The cast on the way into a table goes: `emb.cos().to(dtype)` -> `emb.cos()` (float32).
 3. In `__init__` and the methods it reaches (the cache builders), every `torch.arange` is an explicit CPU
    enumeration (`device="cpu"`, int64 when it had no dtype), and `.to(device)` moves of an enumeration go:
@@ -25,23 +25,25 @@ deterministic edit, so that every `# Copied from` copy of a class gets the same 
    attribute does not follow `module.to(device)`.
 
 Run it through rope-lint (`rope-lint fix --unsafe-fixes`, on files with RPL2xx findings) or LibCST:
-`python -m libcst.tool codemod --no-format codemods.rope_tables.RopeTablesCommand PATH` (see the README).
+`python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_tables.RopeTablesCommand PATH` (see the
+README).
 """
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
-from rope_lint.rules.analysis.rotary import is_rotary_class_name, is_table_name, reachable_from_init
+from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis.rotary import LOW_PRECISION_CAST_METHODS, is_table_name, reachable_from_init
 from rope_lint.rules.edits import EQUAL, with_keyword
 from rope_lint.transformers.copies import source_chain
 
-_LOW_PRECISION_CASTS = frozenset({"half", "bfloat16", "type_as"})
 _FP32_SUFFIX = "_fp32"
 
 
@@ -77,20 +79,29 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
 
 
 def rotary_class_names(module: cst.Module) -> set[str]:
-    """Classes named like `*Rotary*`/`*Rope*`, classes that name an `inv_freq` (a string or a `self.` attribute,
-    rewritten or not), and their subclasses in the module."""
-    classes = [node for node in module.body if isinstance(node, cst.ClassDef)]
-    names = {
-        cls.name.value
-        for cls in classes
-        if is_rotary_class_name(cls.name.value)
-        or m.findall(cls, m.SimpleString(value=m.MatchRegex(r".*inv_freq.*")))
-        or m.findall(cls, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchRegex(r".*inv_freq.*"))))
-    }
-    for cls in classes:  # the scaling variants subclass a rotary class of the same file
-        if any(isinstance(base.value, cst.Name) and base.value.value in names for base in cls.bases):
-            names.add(cls.name.value)
-    return names
+    """The rotary classes of the module, told by `rotary.is_rotary_class` from the codemods' evidence."""
+    return rotary.rotary_class_names(
+        (
+            rotary.ClassFacts(
+                cls.name.value,
+                tuple(base.value.value for base in cls.bases if isinstance(base.value, cst.Name)),
+                _names_in(cls),
+            )
+            for cls in module.body
+            if isinstance(cls, cst.ClassDef)
+        ),
+        rotary.CODEMOD_EVIDENCE,
+    )
+
+
+def _names_in(cls: cst.ClassDef) -> Iterator[str]:
+    """The names that `self.` attributes and one-line strings of the class spell (a string as written, quotes
+    and all): where it names its tables. A multi-line string is prose, a docstring."""
+    for node in m.findall(cls, m.SimpleString() | m.Attribute(value=m.Name("self"), attr=m.Name())):
+        if isinstance(node, cst.Attribute):
+            yield node.attr.value
+        elif isinstance(node, cst.SimpleString) and "\n" not in node.value:
+            yield node.value
 
 
 def _string_value(node: cst.BaseExpression) -> str | None:
@@ -451,7 +462,7 @@ def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:
     if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
         return value
     method = value.func.attr.value
-    if method in _LOW_PRECISION_CASTS:
+    if method in LOW_PRECISION_CAST_METHODS:
         return value.func.value
     if method == "to":
         dtype = _keyword(value, "dtype")

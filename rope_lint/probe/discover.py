@@ -19,8 +19,8 @@ from pathlib import Path
 from torch import nn
 
 from rope_lint.probe.build import describe
+from rope_lint.rules.analysis import rotary
 
-_ROTARY_NAME = re.compile(r"rotary.*embedding", re.IGNORECASE)
 # Cheap byte scan before importing a module of a package walk: only modules that use torch and mention
 # rotary embeddings or `inv_freq` can hold a class worth probing, and importing the rest costs time.
 _MENTIONS_TORCH = re.compile(rb"^\s*(?:import torch|from torch)", re.MULTILINE)
@@ -88,50 +88,53 @@ def _is_self(instruction: dis.Instruction, self_name: str) -> bool:
     )
 
 
-def _registers_in(code: types.CodeType) -> bool:
-    """`self.inv_freq = ...` or `self.register_buffer("inv_freq", ...)` in this code object."""
-    if "inv_freq" not in code.co_names and "inv_freq" not in code.co_consts:
-        return False  # the common case, decided without disassembling
+def _tables_stored_in(code: types.CodeType) -> Iterator[str]:
+    """The tables this code object stores on itself: `self.<name> = ...` or `self.register_buffer("<name>", ...)`."""
+    names = (*code.co_names, *(constant for constant in code.co_consts if isinstance(constant, str)))
+    if not any(map(rotary.is_table_name, names)):
+        return  # the common case, decided without disassembling
     self_name = code.co_varnames[0] if code.co_argcount else None
     previous = None
     for instruction in dis.get_instructions(code):
-        if previous is not None and instruction.argval == "inv_freq":
-            if instruction.opname == "STORE_ATTR" and self_name and _is_self(previous, self_name):
-                return True
-            if instruction.opname == "LOAD_CONST" and previous.argval == "register_buffer":
-                return True
+        if previous is not None and isinstance(instruction.argval, str):
+            stored = instruction.opname == "STORE_ATTR" and self_name and _is_self(previous, self_name)
+            registered = instruction.opname == "LOAD_CONST" and previous.argval == "register_buffer"
+            if stored or registered:
+                yield instruction.argval
         previous = instruction
-    return False
 
 
 @functools.cache
-def _own_methods_register_inv_freq(klass: type) -> bool:
+def _tables_stored_by_own_methods(klass: type) -> frozenset[str]:
     # Cached per class: shared bases (a library's PreTrainedModel, mixins) are looked at once, not per subclass.
-    for member in vars(klass).values():
-        code = _function_code(member)
-        if code is not None and any(_registers_in(inner) for inner in _code_objects(code)):
-            return True
-    return False
-
-
-def _registers_inv_freq(cls: type) -> bool:
-    """Whether the class (or a base) registers `inv_freq` on itself (reading another module's does not count)."""
-    return any(
-        _own_methods_register_inv_freq(klass) for klass in cls.__mro__ if not klass.__module__.startswith("torch.")
+    return frozenset(
+        name
+        for member in vars(klass).values()
+        if (code := _function_code(member)) is not None
+        for inner in _code_objects(code)
+        for name in _tables_stored_in(inner)
     )
 
 
-def is_rotary_class(value: object, defining_module: str | None = None) -> bool:
-    """An `nn.Module` subclass named like `*Rotary*Embedding*`, or one that registers `inv_freq`.
+def _tables_stored(cls: type) -> Iterator[str]:
+    """The tables the class and its bases store on it (a base's `__init__` runs for the class; reading another
+    module's table does not count), lazily, base by base."""
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith("torch."):
+            yield from _tables_stored_by_own_methods(klass)
 
-    The `inv_freq` test only looks at classes defined in `defining_module` (when given), so that a class imported
+
+def is_rotary_class(value: object, defining_module: str | None = None) -> bool:
+    """An `nn.Module` subclass that `rotary.is_rotary_class` takes for rotary from the probe's evidence: named like
+    `*Rotary*Embedding*`, or storing `inv_freq`.
+
+    The tables are only looked for in classes defined in `defining_module` (when given), so that a class imported
     into many modules is inspected once, in its own.
     """
     if not (isinstance(value, type) and issubclass(value, nn.Module)) or value.__module__.startswith("torch."):
         return False
-    if _ROTARY_NAME.search(value.__name__):
-        return True
-    return (defining_module is None or value.__module__ == defining_module) and _registers_inv_freq(value)
+    own = defining_module is None or value.__module__ == defining_module
+    return rotary.is_rotary_class(value.__name__, _tables_stored(value) if own else (), False, rotary.RUNTIME_EVIDENCE)
 
 
 def rotary_classes_of(module: types.ModuleType) -> list[type[nn.Module]]:

@@ -1,14 +1,18 @@
-"""What the RPL2xx rules share: which classes are rotary embeddings, and where they store their tables.
+"""What the RPL2xx rules, the rope codemods and the probe share: which classes are rotary embeddings, and where
+they store their tables.
 
-A rotary class is an `nn.Module` named like `*Rotary*Embedding*`/`*Rope*`, or any class that stores an
-`inv_freq`. Its tables are `inv_freq` (and `original_inv_freq`, `long_inv_freq`, ...) and cos/sin caches.
+Whether a class is rotary is decided here alone (`is_rotary_class`), from facts that each reader gathers in its
+own way: the rules from `ast`, the codemods from LibCST, the probe from the imported class. A class is rotary when
+its name says so, when it stores a table, or when a base is rotary. Its tables are `inv_freq` (and
+`original_inv_freq`, `long_inv_freq`, ...) and cos/sin caches.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 
@@ -16,7 +20,9 @@ from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_
 # A rotary class's name holds one of these.
 ROTARY_NAME_WORDS = ("Rotary", "Rope", "RoPE")
 ROTARY_NAME_TRIGGERS = tuple(word.encode() for word in ROTARY_NAME_WORDS)
-_LOW_PRECISION_CASTS = frozenset({"half", "bfloat16"})
+# The methods that cast a tensor to a low-precision dtype whatever their argument: `t.half()`, `t.bfloat16()`, and
+# `t.type_as(x)`, which takes the dtype of a tensor that is bf16 or fp16 in mixed precision.
+LOW_PRECISION_CAST_METHODS = frozenset({"half", "bfloat16", "type_as"})
 # A table's name holds one of these: files and statements without any hold no table.
 TABLE_NEEDLES = (
     "inv_freq",
@@ -51,6 +57,63 @@ def is_rotary_class_name(name: str) -> bool:
     return any(word in name for word in ROTARY_NAME_WORDS)
 
 
+def is_rotary_embedding_name(name: str) -> bool:
+    """`*Rotary*Embedding*` in any case: the narrower name test of the probe, which imports whatever a package
+    holds (a `RotaryAttention` is no table to measure)."""
+    return re.search("rotary.*embedding", name, re.IGNORECASE) is not None
+
+
+class RotaryEvidence(namedtuple("RotaryEvidence", ("is_rotary_name", "is_table"))):
+    """What a reader takes as evidence that a class is rotary: a test of its name, and a test of the names of the
+    tables it stores. Each reader keeps the answers it has always given, and its evidence says how they differ."""
+
+    __slots__ = ()
+    is_rotary_name: Callable[[str], bool]
+    is_table: Callable[[str], bool]
+
+
+# The rules: a name holding `Rotary`/`Rope`/`RoPE`, or a store (`register_buffer`, `setattr`, `self.x = ...`) of any
+# table, cos/sin caches included.
+SOURCE_EVIDENCE = RotaryEvidence(is_rotary_class_name, is_table_name)
+# The rope codemods: the same names, or any `self.` attribute or one-line string in the class that names an
+# `inv_freq`, stored or read, since the codemod also reads classes it rewrote already (`inv_freq_fp32`).
+CODEMOD_EVIDENCE = RotaryEvidence(is_rotary_class_name, lambda name: "inv_freq" in name)
+# The probe: a name like `*Rotary*Embedding*`, or a class (or a base, whose `__init__` it runs) that stores exactly
+# `inv_freq` on itself, as an attribute or a buffer.
+RUNTIME_EVIDENCE = RotaryEvidence(is_rotary_embedding_name, lambda name: name == "inv_freq")
+
+
+def is_rotary_class(
+    name: str, tables: Iterable[str], base_is_rotary: bool = False, evidence: RotaryEvidence = SOURCE_EVIDENCE
+) -> bool:
+    """Whether a class is a rotary embedding: one of its bases is, its name says so, or it stores a table.
+
+    `tables` are the names of what the class stores, by its reader's measure (see `RotaryEvidence`). They are read
+    last and only as far as needed, so that a reader can gather them lazily.
+    """
+    return base_is_rotary or evidence.is_rotary_name(name) or any(map(evidence.is_table, tables))
+
+
+class ClassFacts(namedtuple("ClassFacts", ("name", "base_names", "tables"))):
+    """What a reader of source gathers about one top-level class to tell whether it is rotary."""
+
+    __slots__ = ()
+    name: str
+    base_names: tuple[str, ...]  # the bases written as plain names, which a class of the same file can be
+    tables: Iterable[str]  # the names of the tables it stores (see `is_rotary_class`)
+
+
+def rotary_class_names(classes: Iterable[ClassFacts], evidence: RotaryEvidence = SOURCE_EVIDENCE) -> set[str]:
+    """The names of the rotary classes among a file's top-level classes: those rotary by their own name or tables,
+    then, in the file's order, those with a rotary base in the file (the scaling variants)."""
+    classes = list(classes)
+    rotary = {facts.name for facts in classes if is_rotary_class(facts.name, facts.tables, evidence=evidence)}
+    for facts in classes:
+        if is_rotary_class(facts.name, (), any(base in rotary for base in facts.base_names), evidence):
+            rotary.add(facts.name)
+    return rotary
+
+
 def may_be_rotary(class_text: bytes) -> bool:
     """Whether a class, from its `class` keyword on, can be a rotary class: its name or bases say so, or it
     mentions a table. Decided on the file's bytes, before parsing: the rotary rules need every method of such a
@@ -67,15 +130,15 @@ def rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
 def _rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
     classes = [node for node in ctx.tree.body if isinstance(node, ast.ClassDef)]
     with_tables = set(ctx.statements_with(TABLE_NEEDLES))
-    rotary = {
-        cls.name
+    rotary = rotary_class_names(
+        ClassFacts(
+            cls.name,
+            tuple(base.id for base in cls.bases if isinstance(base, ast.Name)),
+            # Lazily: a class whose name decides is not walked.
+            (store.name for store in _table_stores_under(ctx, cls)) if cls in with_tables else (),
+        )
         for cls in classes
-        if is_rotary_class_name(cls.name) or (cls in with_tables and any(_table_stores_under(ctx, cls)))
-    }
-    # Subclasses of a rotary class in the same file (the scaling variants) are rotary too.
-    for cls in classes:
-        if any(isinstance(base, ast.Name) and base.id in rotary for base in cls.bases):
-            rotary.add(cls.name)
+    )
     return [cls for cls in classes if cls.name in rotary]
 
 
@@ -138,9 +201,7 @@ def is_low_precision_cast(ctx: FileContext, node: ast.expr) -> bool:
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return False
     method = node.func.attr
-    if method in _LOW_PRECISION_CASTS:
-        return True
-    if method == "type_as":
+    if method in LOW_PRECISION_CAST_METHODS:
         return True
     if method == "to":
         dtype = _keyword(node, "dtype") or next((arg for arg in node.args if _looks_like_dtype(ctx, arg)), None)
