@@ -1,8 +1,8 @@
 """The autocast codemod: RoPE frequency products in `forward` run in float32, with autocast off (RPL204's fix).
 
 In the `forward` of every rotary class, a statement with a matrix product (`@`, `torch.matmul`, `torch.outer`,
-`torch.einsum`, `torch.bmm`, `torch.mm`) that no `torch.autocast(..., enabled=False)` encloses and whose operands
-are not all upcast goes into
+`torch.einsum`, `torch.bmm`, `torch.mm`, under whatever name the file imports torch) that no
+`torch.autocast(..., enabled=False)` encloses and whose operands are not all upcast goes into
 
     with torch.autocast(device_type=<input>.device.type, enabled=False):
 
@@ -10,18 +10,26 @@ with its operands upcast with `.float()`. Consecutive such statements share one 
 to the input dtype at the end as before, so the result's dtype does not change: the fix is safe.
 
 Run it through rope-lint (`rope-lint fix`, on files with RPL204 findings) or LibCST:
-`python -m libcst.tool codemod --no-format -x codemods.rope_autocast.RopeAutocastCommand PATH`.
+`python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_autocast.RopeAutocastCommand PATH`.
+
+What counts as a product, an upcast operand and autocast turned off is `rope_lint.rules.analysis.autocast`'s
+description, which RPL204 reads too; names resolve through the file's imports, as the rule resolves them.
 """
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from rope_lint.codemods.rope_tables import rotary_class_names
 
-_PRODUCT_FUNCTIONS = ("matmul", "outer", "ger", "einsum", "bmm", "mm")
-_PRODUCT_CALL = m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.OneOf(*map(m.Name, _PRODUCT_FUNCTIONS))))
+from rope_lint.rules.analysis import autocast
+from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.edits import as_operand, cast_to_float
+
 _MATMUL = m.BinaryOperation(operator=m.MatrixMultiply())
 
 
@@ -29,13 +37,63 @@ class RopeAutocastCommand(VisitorBasedCodemodCommand):
     DESCRIPTION = "RoPE frequency products in forward in float32, with autocast disabled around them."
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        return tree.visit(_AutocastOff(rotary_class_names(tree)))
+        return tree.visit(_AutocastOff(rotary_class_names(tree), _Names(_read_imports(self.context, tree))))
+
+
+def _read_imports(context: CodemodContext, module: cst.Module) -> FileContext:
+    """The file, read as far as the rules read its imports. From the file itself: rope-lint hands the codemod a run
+    of the file's statements, without its imports. From the module when there is no file to read (a rule's example)."""
+    try:
+        text = Path(context.filename).read_text(encoding="utf-8") if context.filename else module.code
+    except (OSError, UnicodeDecodeError):
+        text = module.code
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        tree = ast.Module(body=[], type_ignores=[])
+    return FileContext(context.filename or "", text, tree, ())
+
+
+class _Names:
+    """Names read through the file's imports (`t.matmul` is "torch.matmul" after `import torch as t`). A name that no
+    import binds is read as it is spelled: the codemod may see a run of statements cut from a text it cannot read."""
+
+    def __init__(self, imports: FileContext) -> None:
+        self.imported = imports.imported_names
+        # The file's own name for torch, for the `autocast` call the codemod writes.
+        self.torch = imports.module_alias("torch") or "torch"
+
+    def qualified(self, node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.Name):
+            return self.imported.get(node.value, node.value)
+        if isinstance(node, cst.Attribute):
+            base = self.qualified(node.value)
+            return f"{base}.{node.attr.value}" if base else None
+        return None
+
+    def product_call(self) -> m.Call:
+        return m.Call(func=m.MatchIfTrue(lambda func: autocast.is_product_function(self.qualified(func))))
+
+    def is_upcast(self, node: cst.BaseExpression) -> bool:
+        """`t.float()`, `t.double()`, or `t.to(...)` naming float32 or float64."""
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+            return False
+        dtypes = [arg.value for arg in node.args if arg.keyword is None or arg.keyword.value == "dtype"]
+        return autocast.is_upcast(node.func.attr.value, (self.qualified(dtype) for dtype in dtypes))
+
+    def operands(self, product: cst.CSTNode) -> list[cst.BaseExpression]:
+        if isinstance(product, cst.BinaryOperation):
+            return [product.left, product.right]
+        assert isinstance(product, cst.Call)
+        positional = [arg.value for arg in product.args if arg.keyword is None]
+        return autocast.product_operands(self.qualified(product.func), positional)
 
 
 class _AutocastOff(cst.CSTTransformer):
-    def __init__(self, rotary: set[str]) -> None:
+    def __init__(self, rotary: set[str], names: _Names) -> None:
         super().__init__()
         self.rotary = rotary
+        self.names = names
         self.classes: list[str] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
@@ -52,40 +110,40 @@ class _AutocastOff(cst.CSTTransformer):
         inputs = [param.name.value for param in updated_node.params.params if param.name.value != "self"]
         if not inputs or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
-        body = _with_autocast_off(list(updated_node.body.body), inputs[0])
+        body = _with_autocast_off(list(updated_node.body.body), inputs[0], self.names)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
 
-def _with_autocast_off(statements: list[cst.BaseStatement], input_name: str) -> list[cst.BaseStatement]:
+def _with_autocast_off(statements: list[cst.BaseStatement], input_name: str, names: _Names) -> list[cst.BaseStatement]:
     """The statements, with each run of statements holding an autocast product wrapped in one autocast-off block."""
     result: list[cst.BaseStatement] = []
     run: list[cst.BaseStatement] = []
     for statement in statements:
-        if isinstance(statement, cst.SimpleStatementLine) and _has_autocast_product(statement):
-            run.append(statement.visit(_Upcast()))
+        if isinstance(statement, cst.SimpleStatementLine) and _has_autocast_product(statement, names):
+            run.append(statement.visit(_Upcast(names)))
             continue
         if run:
-            result.append(_autocast_off_block(run, input_name))
+            result.append(_autocast_off_block(run, input_name, names))
             run = []
         if isinstance(statement, cst.With) and any(_disables_autocast(item.item) for item in statement.items):
             result.append(statement)
         elif isinstance(statement, cst.If | cst.For | cst.While | cst.With) and isinstance(
             statement.body, cst.IndentedBlock
         ):
-            inner = _with_autocast_off(list(statement.body.body), input_name)
+            inner = _with_autocast_off(list(statement.body.body), input_name, names)
             result.append(statement.with_changes(body=statement.body.with_changes(body=inner)))
         else:
             result.append(statement)
     if run:
-        result.append(_autocast_off_block(run, input_name))
+        result.append(_autocast_off_block(run, input_name, names))
     return result
 
 
-def _autocast_off_block(run: list[cst.BaseStatement], input_name: str) -> cst.With:
+def _autocast_off_block(run: list[cst.BaseStatement], input_name: str, names: _Names) -> cst.With:
     # The comments and blank lines above the first statement go above the block.
     first = run[0]
     assert isinstance(first, cst.SimpleStatementLine)
-    context = cst.parse_expression(f"torch.autocast(device_type={input_name}.device.type, enabled=False)")
+    context = cst.parse_expression(f"{names.torch}.autocast(device_type={input_name}.device.type, enabled=False)")
     return cst.With(
         items=[cst.WithItem(context)],
         body=cst.IndentedBlock(body=[first.with_changes(leading_lines=[]), *run[1:]]),
@@ -93,62 +151,47 @@ def _autocast_off_block(run: list[cst.BaseStatement], input_name: str) -> cst.Wi
     )
 
 
-def _has_autocast_product(statement: cst.SimpleStatementLine) -> bool:
-    products = [*m.findall(statement, _MATMUL), *m.findall(statement, _PRODUCT_CALL)]
-    return any(not all(map(_is_upcast, _operands(product))) for product in products)
-
-
-def _operands(product: cst.CSTNode) -> list[cst.BaseExpression]:
-    if isinstance(product, cst.BinaryOperation):
-        return [product.left, product.right]
-    assert isinstance(product, cst.Call)
-    args = [arg.value for arg in product.args if arg.keyword is None]
-    einsum = m.matches(product.func, m.Attribute(attr=m.Name("einsum")))
-    return args[1:] if einsum else args
-
-
-def _is_upcast(node: cst.BaseExpression) -> bool:
-    """`t.float()`, `t.double()`, or `t.to(...)` naming float32 or float64."""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
-        return False
-    if node.func.attr.value in ("float", "double"):
-        return True
-    float_dtype = m.Attribute(value=m.Name("torch"), attr=m.OneOf(*map(m.Name, ("float", "float32", "float64"))))
-    return node.func.attr.value == "to" and any(m.matches(arg.value, float_dtype) for arg in node.args)
+def _has_autocast_product(statement: cst.SimpleStatementLine, names: _Names) -> bool:
+    products = [*m.findall(statement, _MATMUL), *m.findall(statement, names.product_call())]
+    return any(not all(map(names.is_upcast, names.operands(product))) for product in products)
 
 
 def _disables_autocast(node: cst.BaseExpression) -> bool:
-    return m.matches(
-        node,
-        m.Call(
-            func=m.Name(value=m.MatchRegex(".*autocast")) | m.Attribute(attr=m.Name(value=m.MatchRegex(".*autocast"))),
-            args=[m.ZeroOrMore(), m.Arg(keyword=m.Name("enabled"), value=m.Name("False")), m.ZeroOrMore()],
-        ),
+    if not isinstance(node, cst.Call):
+        return False
+    enabled_false = any(
+        arg.keyword is not None and arg.keyword.value == "enabled" and m.matches(arg.value, m.Name("False"))
+        for arg in node.args
     )
+    return autocast.disables_autocast(cst.Module([]).code_for_node(node.func), enabled_false)
 
 
 class _Upcast(cst.CSTTransformer):
     """`.float()` on every operand of a product that is not upcast already."""
+
+    def __init__(self, names: _Names) -> None:
+        super().__init__()
+        self.names = names
+        self.product_call = names.product_call()
 
     def leave_BinaryOperation(
         self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation
     ) -> cst.BaseExpression:
         if not m.matches(updated_node, _MATMUL):
             return updated_node
-        return updated_node.with_changes(left=_as_float(updated_node.left), right=_as_float(updated_node.right))
+        return updated_node.with_changes(
+            left=self._as_float(updated_node.left), right=self._as_float(updated_node.right)
+        )
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not m.matches(updated_node, _PRODUCT_CALL):
+        if not m.matches(updated_node, self.product_call):
             return updated_node
-        operands = {id(operand) for operand in _operands(updated_node)}
-        args = [arg.with_changes(value=_as_float(arg.value)) if id(arg.value) in operands else arg
+        operands = {id(operand) for operand in self.names.operands(updated_node)}
+        args = [arg.with_changes(value=self._as_float(arg.value)) if id(arg.value) in operands else arg
                 for arg in updated_node.args]  # fmt: skip
         return updated_node.with_changes(args=args)
 
-
-def _as_float(node: cst.BaseExpression) -> cst.BaseExpression:
-    if _is_upcast(node):
-        return node
-    from rope_lint.rules.edits import as_operand, cast_to_float
-
-    return cast_to_float(as_operand(node))
+    def _as_float(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        if self.names.is_upcast(node):
+            return node
+        return cast_to_float(as_operand(node))

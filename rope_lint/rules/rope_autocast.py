@@ -5,12 +5,9 @@ from collections.abc import Iterator
 
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter.spec import PrefilterSpec
-from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
-
-_PRODUCTS = frozenset({"torch.matmul", "torch.outer", "torch.ger", "torch.einsum", "torch.bmm", "torch.mm"})
-_UPCASTS = frozenset({"float", "double"})
 
 
 class RopeAutocast(Rule):
@@ -137,12 +134,12 @@ class RopeAutocast(Rule):
     )
 
 
+# The facts of `autocast`'s description, read from `ast`; the codemod reads the same from LibCST.
 def _product_operands(ctx: FileContext, node: ast.AST) -> list[ast.expr]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return [node.left, node.right]
-    if isinstance(node, ast.Call) and ctx.qualified_name(node.func) in _PRODUCTS:
-        args = node.args[1:] if ctx.qualified_name(node.func) == "torch.einsum" else node.args
-        return list(args)
+    if isinstance(node, ast.Call) and autocast.is_product_function(name := ctx.qualified_name(node.func)):
+        return autocast.product_operands(name, node.args)
     return []
 
 
@@ -150,18 +147,14 @@ def _is_upcast(ctx: FileContext, node: ast.expr) -> bool:
     """`t.float()`, `t.double()`, `t.to(torch.float32)`, `t.to(device=d, dtype=torch.float)`."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return False
-    if node.func.attr in _UPCASTS:
-        return True
-    if node.func.attr == "to":
-        targets = [*node.args, *(kw.value for kw in node.keywords if kw.arg == "dtype")]
-        return any(ctx.qualified_name(t) in ("torch.float", "torch.float32", "torch.float64") for t in targets)
-    return False
+    dtypes = [*node.args, *(kw.value for kw in node.keywords if kw.arg == "dtype")]
+    return autocast.is_upcast(node.func.attr, (ctx.qualified_name(dtype) for dtype in dtypes))
 
 
 def _disables_autocast(node: ast.expr) -> bool:
-    """`torch.autocast(..., enabled=False)`, or any `*autocast*(..., enabled=False)` helper."""
-    if not isinstance(node, ast.Call) or "autocast" not in ast.unparse(node.func):
+    if not isinstance(node, ast.Call):
         return False
-    return any(
+    enabled_false = any(
         kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in node.keywords
     )
+    return autocast.disables_autocast(ast.unparse(node.func), enabled_false)
