@@ -8,35 +8,21 @@ as it was, and every copy of a class gets the same result. Without ruff, the fix
 from __future__ import annotations
 
 import difflib
-import importlib.util
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-
-def ruff_command() -> list[str] | None:
-    executable = shutil.which("ruff")
-    if executable:
-        return [executable]
-    return [sys.executable, "-m", "ruff"] if importlib.util.find_spec("ruff") else None
-
-
-# ruff takes minutes to format some files of several megabytes (tens of thousands of comment lines); such files
-# keep the fix as written.
-LARGEST_FORMATTED = 1_000_000
+from rope_lint import ruff
 
 
 def formatted_like_original(path: Path, original: str, fixed: str) -> str:
-    ruff = ruff_command()
-    if ruff is None or len(fixed) > LARGEST_FORMATTED:
+    command = ruff.command()
+    if command is None or len(fixed) > ruff.LARGEST_TEXT:
         return fixed
     regions = _changed_regions(original.splitlines(keepends=True), fixed.splitlines(keepends=True))
     # From the bottom up, so that formatting a region moves no region still to do.
     for old_first, old_last, new_first, new_last in reversed(regions):
-        if _format_range(ruff, path, original, old_first + 1, old_last) != original:
+        if _format_range(command, path, original, old_first + 1, old_last) != original:
             continue  # ruff would change the original here: this project does not format like ruff
-        formatted = _format_range(ruff, path, fixed, new_first + 1, new_last)
+        formatted = _format_range(command, path, fixed, new_first + 1, new_last)
         if formatted is not None:
             fixed = formatted
     return fixed
@@ -62,13 +48,7 @@ def _changed_regions(old: list[str], new: list[str]) -> list[tuple[int, int, int
     ]
 
 
-def _format_range(ruff: list[str], path: Path, text: str, first_line: int, last_line: int) -> str | None:
-    # --stdin-filename makes ruff find the project's pyproject.toml / ruff.toml from the file's own folder. A range
-    # `A-B` ends at the start of line B, so the end is the line after the last: `A-A` would format nothing.
+def _format_range(command: list[str], path: Path, text: str, first_line: int, last_line: int) -> str | None:
+    # A range `A-B` ends at the start of line B, so the end is the line after the last: `A-A` would format nothing.
     lines = f"{first_line}-{last_line + 1}"
-    command = [*ruff, "format", "--quiet", "--range", lines, "--stdin-filename", str(path), "-"]
-    try:
-        result = subprocess.run(command, input=text, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout if result.returncode == 0 and result.stdout else None
+    return ruff.run_on_text(command, ["format", "--quiet", "--range", lines], path, text) or None

@@ -9,12 +9,11 @@ the groups it touched and reports any that it made diverge (`COPY_DIVERGED`).
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from rope_lint import ruff
 from rope_lint.diagnostics import COPY_DIVERGED, Diagnostic, Position
-from rope_lint.fix.formatting import ruff_command
 
 _COPY_COMMENT = re.compile(r"^(\s*)#\s*Copied from\s+transformers\.(\S+\.\S+)\s*($|\S.*$)")
 _RENAME = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
@@ -251,24 +250,15 @@ def _same(observed: str, expected: str) -> bool:
 
 def _formatted(code: str, path: Path) -> str:
     """`code` as ruff formats it with the settings of the project that `path` is in; unchanged without ruff."""
-    ruff = ruff_command()
-    if ruff is None:
+    command = ruff.command()
+    if command is None:
         return code
     wrapped = bool(_indent(code))
     text = f"class Bla:\n{code}" if wrapped else code
-    try:
-        result = subprocess.run(
-            [*ruff, "format", "--quiet", "--stdin-filename", str(path), "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
+    formatted = ruff.run_on_text(command, ["format", "--quiet"], path, text)
+    if not formatted:
         return code
-    if result.returncode != 0 or not result.stdout:
-        return code
-    return result.stdout[len("class Bla:\n") :] if wrapped else result.stdout
+    return formatted[len("class Bla:\n") :] if wrapped else formatted
 
 
 def source_chain(path: Path, text: str, name: str) -> list[str]:
