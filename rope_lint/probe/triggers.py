@@ -1,4 +1,4 @@
-"""The conditions under which a rotary class is built, each restoring every global it touches (DESIGN.md §1, §6)."""
+"""The conditions under which a rotary class is built, each restoring every global it touches."""
 
 from __future__ import annotations
 
