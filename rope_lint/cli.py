@@ -1,4 +1,5 @@
-"""The `rope-lint` command: check, fix, baseline, rules, rule, probe."""
+"""The `rope-lint` command: check, fix, baseline, rules, rule, probe. It parses the arguments, asks the run layer
+(`rope_lint.api`) for a report, writes what `rope_lint.output` renders of it, and turns it into an exit code."""
 
 from __future__ import annotations
 
@@ -7,19 +8,16 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from functools import partial
 
-from rope_lint import TYPE_CHECKING, __version__, progress
-from rope_lint.config import Config, ConfigError, load
+from rope_lint import TYPE_CHECKING, __version__, api
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
-from rope_lint.engine import LARGE_RUN, Settings, check_paths, map_files
-from rope_lint.files import Excludes, discover
-from rope_lint.output import FORMATS, renderer, text
-from rope_lint.rules import ALL_RULES, RULES_BY_CODE, UnknownCodeError, matches, select_rules
+from rope_lint.output import FORMATS, WITH_EDITS, renderer
+from rope_lint.rules import ALL_RULES, RULES_BY_CODE
 
 if TYPE_CHECKING:
     from typing import Any
 
+# What `main`, and each command's handler (`_check`, `_fix`, ...), returns.
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -31,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ConfigError, UnknownCodeError) as error:
+    except api.RunError as error:
         print(f"rope-lint: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
@@ -151,9 +149,11 @@ def _probe_arguments(probe: argparse.ArgumentParser) -> None:
 
 def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
-    parser.add_argument("--select", type=_codes, help="codes or prefixes to enable (comma-separated); default ALL")
-    parser.add_argument("--ignore", type=_codes, help="codes or prefixes to disable (comma-separated)")
-    parser.add_argument("--exclude", type=_codes, help="glob patterns of paths to skip (comma-separated)")
+    parser.add_argument(
+        "--select", type=_comma_separated, help="codes or prefixes to enable (comma-separated); default ALL"
+    )
+    parser.add_argument("--ignore", type=_comma_separated, help="codes or prefixes to disable (comma-separated)")
+    parser.add_argument("--exclude", type=_comma_separated, help="glob patterns of paths to skip (comma-separated)")
     parser.add_argument("--verbose", action="store_true", help="print the traceback of a rule that fails")
 
 
@@ -162,39 +162,12 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write .rope_lint_cache/")
 
 
-def _codes(value: str) -> list[str]:
+def _comma_separated(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _resolve(args: argparse.Namespace) -> tuple[Config, Settings, list[str]]:
-    """Config from the nearest pyproject.toml, overridden by flags; and the files to look at."""
-    config = load(args.paths[0])
-    for key in ("select", "ignore", "exclude"):
-        if getattr(args, key) is not None:
-            setattr(config, key, getattr(args, key))
-    settings = Settings.from_config(config, select_rules(config.select, config.ignore), verbose=args.verbose)
-    files = list(discover(args.paths, Excludes(config.exclude, config.root)))
-    return config, settings, files
-
-
-def _checked(args: argparse.Namespace, config: Config, settings: Settings, files: list[str]) -> list[Diagnostic]:
-    """The findings of `check` and `baseline`, through the result cache for a large run, unless `--no-cache` (or
-    `--verbose`, which wants the tracebacks of a fresh run)."""
-    results = None
-    if len(files) >= LARGE_RUN and not (args.no_cache or args.verbose):
-        from rope_lint.cache import ResultCache
-
-        codes = [rule.code for rule in settings.rules]
-        results = ResultCache.for_run(config.root, codes, config.per_file_ignores)
-    diagnostics = progress.run(files, partial(check_paths, settings=settings, cache=results), args.quiet)
-    if results is not None:
-        results.save()
-    return _reported(diagnostics, config)
-
-
-def _reported(diagnostics: list[Diagnostic], config: Config) -> list[Diagnostic]:
-    """Findings about the run itself can be ignored like any code."""
-    return [d for d in diagnostics if d.code not in ERROR_CODES or not matches(d.code, config.ignore)]
+def _options(args: argparse.Namespace) -> api.Options:
+    return api.Options(select=args.select, ignore=args.ignore, exclude=args.exclude, verbose=args.verbose)
 
 
 def _exit_code(diagnostics: list[Diagnostic]) -> int:
@@ -204,81 +177,39 @@ def _exit_code(diagnostics: list[Diagnostic]) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    config, settings, files = _resolve(args)
-    diagnostics = _checked(args, config, settings, files)
-    # Imported only when asked for: a plain check (a pre-commit run) pays for neither.
-    if args.baseline is not None:
-        from rope_lint.baseline import BaselineError, new_findings
-
-        try:
-            diagnostics = new_findings(diagnostics, args.baseline)
-        except BaselineError as error:
-            print(f"rope-lint: error: {error}", file=sys.stderr)
-            return EXIT_ERROR
-    if args.diff_base is not None:
-        from rope_lint.gitdiff import GitDiffError, on_changed_lines
-
-        try:
-            diagnostics = on_changed_lines(diagnostics, args.diff_base, _folder(args.paths[0]))
-        except GitDiffError as error:
-            print(f"rope-lint: error: {error}", file=sys.stderr)
-            return EXIT_ERROR
-    # A finding in a generated file also names the modular source (or parent model) it comes from (DESIGN §5).
-    from rope_lint.transformers.generated import annotated
-
-    diagnostics = annotated(diagnostics)
-    sys.stdout.write(renderer("statistics" if args.statistics else args.output_format)(diagnostics))
-    if args.output_format == "text" and not args.statistics:
-        print(text.summary(diagnostics))
-    return _exit_code(diagnostics)
-
-
-def _folder(path: str) -> str:
-    return path if os.path.isdir(path) else os.path.dirname(os.path.realpath(path))
+    output_format = "statistics" if args.statistics else args.output_format
+    report = api.check(
+        args.paths,
+        _options(args),
+        baseline=args.baseline,
+        diff_base=args.diff_base,
+        edits=output_format in WITH_EDITS,
+        cache=not args.no_cache,
+        show_progress=not args.quiet,
+    )
+    sys.stdout.write(renderer(output_format)(report))
+    return _exit_code(report.findings)
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from rope_lint import baseline
+    from rope_lint.output import baseline_report
 
-    config, settings, files = _resolve(args)
-    diagnostics = _checked(args, config, settings, files)
-    count = baseline.write(args.output, diagnostics)
-    print(f"Wrote {count} finding{'s' * (count != 1)} to {args.output}.", file=sys.stderr)
-    # Findings about the run itself are never baselined: show them, and say so through the exit code.
-    errors = [d for d in diagnostics if d.code in ERROR_CODES]
-    sys.stdout.write(text.render(errors))
-    return EXIT_ERROR if errors else EXIT_CLEAN
+    report = api.write_baseline(
+        args.paths, args.output, _options(args), cache=not args.no_cache, show_progress=not args.quiet
+    )
+    sys.stderr.write(baseline_report.written(report))
+    sys.stdout.write(baseline_report.render(report))
+    # Findings about the run itself are never baselined: say so through the exit code too.
+    return EXIT_ERROR if report.errors else EXIT_CLEAN
 
 
 def _fix(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from rope_lint.output import fix_report
 
-    from rope_lint.fix.apply import fix_file
-    from rope_lint.transformers import generated
-    from rope_lint.transformers.copies import diverged_by_fix
-
-    config, settings, files = _resolve(args)
-    # A generated file's fix only lasts if its modular source, or the parent it inherits from, gets it too (DESIGN §5).
-    files = [Path(path) for path in generated.with_origins(files, settings)]
-    outcomes = map_files(partial(fix_file, settings=settings, unsafe=args.unsafe_fixes, diff_only=args.diff), files)
-    remaining: list[Diagnostic] = []
-    for outcome in outcomes:
-        sys.stdout.write(outcome.diff)
-        if outcome.error:
-            print(f"rope-lint: {outcome.path}: {outcome.error}", file=sys.stderr)
-        remaining.extend(outcome.remaining)
-    originals = {Path(o.path): o.original for o in outcomes if o.original is not None}
-    groups, diverged = diverged_by_fix(originals) if originals else (0, [])
-    fixed = [d for outcome in outcomes for d in outcome.fixed]
-    remaining = _reported(generated.annotated(sorted([*remaining, *diverged], key=lambda d: d.sort_key)), config)
-    sys.stdout.write(text.render(remaining))
-    if args.statistics:
-        sys.stdout.write(renderer("statistics")(fixed))
-        changed = len(originals)
-        print(f"{changed} file{'s' * (changed != 1)} changed, {groups} copy group{'s' * (groups != 1)} checked.")
-    verb = "Would fix" if args.diff else "Fixed"
-    print(f"{verb} {len(fixed)} finding{'s' * (len(fixed) != 1)}, {len(remaining)} remaining.")
-    return _exit_code(remaining)
+    report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff)
+    sys.stderr.write(fix_report.failures(report))
+    sys.stdout.write(fix_report.render(report, statistics=args.statistics))
+    return _exit_code(report.remaining)
 
 
 def _rules(args: argparse.Namespace) -> int:

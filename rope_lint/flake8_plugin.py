@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from pathlib import Path
 
-from rope_lint import __version__
+from rope_lint import __version__, api
 from rope_lint.diagnostics import ERROR_CODES
-from rope_lint.engine import Settings, check_source
-from rope_lint.rules import select_rules
-
-_SETTINGS = Settings(select_rules(["ALL"], []), root=Path.cwd())
 
 
 class Plugin:
@@ -29,6 +24,6 @@ class Plugin:
         self.source = "".join(lines)
 
     def run(self) -> Iterator[tuple[int, int, str, type[Plugin]]]:
-        for diagnostic in check_source(self.filename, self.source, _SETTINGS):
+        for diagnostic in api.check_text(self.filename, self.source):
             if diagnostic.code not in ERROR_CODES:
                 yield diagnostic.start.line, diagnostic.start.column, f"{diagnostic.code} {diagnostic.message}", Plugin

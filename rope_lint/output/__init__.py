@@ -1,15 +1,44 @@
-"""Output formats: one module each, with a `render(diagnostics) -> str`. Imported on use, so that the
-formats a run does not ask for cost it nothing."""
+"""Output: a run's report in, the text to print out.
+
+`check` formats are one module each, with a `render(report: Report) -> str` that gives the whole output: findings,
+and the format's own summary where it has one. `statistics` is the `--statistics` view. `fix_report` and
+`baseline_report` define and print the reports of `rope-lint fix` and `rope-lint baseline`. Modules are imported on
+use, so that the formats a run does not ask for cost it nothing.
+
+The reports are defined in this stage, where the outputs read them; the run layer (`rope_lint.api`) makes them.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections import namedtuple
 from collections.abc import Callable
 
-from rope_lint.diagnostics import Diagnostic
+from rope_lint import TYPE_CHECKING
+from rope_lint.diagnostics import ERROR_CODES, Diagnostic
+
+if TYPE_CHECKING:
+    from rope_lint.fix.edits import Replacement
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
+# The formats that show each finding's own edit. The run computes edits only for them: a LibCST parse per finding.
+WITH_EDITS = ("sarif",)
 
 
-def renderer(output_format: str) -> Callable[[list[Diagnostic]], str]:
+class Report(namedtuple("Report", ("findings", "edits"), defaults=(None,))):
+    """What a check found, in order; and, when asked for, each finding's edit: `edits[i]` is the replacements of
+    `findings[i]`'s fix, empty for a finding without one. A SARIF log made without edits offers no fixes."""
+
+    __slots__ = ()
+    findings: list[Diagnostic]
+    edits: list[list[Replacement]] | None  # default None
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        """The findings about the run itself (RPL9xx): a file that cannot be read or parsed, a rule that failed."""
+        return [d for d in self.findings if d.code in ERROR_CODES]
+
+
+def renderer(output_format: str) -> Callable[[Report], str]:
+    """The `render` of a format of `FORMATS`, or of `statistics`."""
     return importlib.import_module(f"rope_lint.output.{output_format}").render

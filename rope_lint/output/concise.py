@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rope_lint.diagnostics import Diagnostic
-from rope_lint.output.text import line
+from rope_lint.output import Report
+from rope_lint.output.text import lines
 
 
-def render(diagnostics: list[Diagnostic]) -> str:
-    return "".join(line(d) + "\n" for d in diagnostics)
+def render(report: Report) -> str:
+    return lines(report.findings)

@@ -7,6 +7,7 @@ everywhere; `:` and `,` too inside properties), never folded to a terminal width
 from __future__ import annotations
 
 from rope_lint.diagnostics import Diagnostic
+from rope_lint.output import Report
 
 
 def _data(value: str) -> str:
@@ -33,5 +34,5 @@ def line(diagnostic: Diagnostic) -> str:
     return f"::error {properties}::{_data(diagnostic.message)}"
 
 
-def render(diagnostics: list[Diagnostic]) -> str:
-    return "".join(line(d) + "\n" for d in diagnostics)
+def render(report: Report) -> str:
+    return "".join(line(d) + "\n" for d in report.findings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from rope_lint.diagnostics import Diagnostic
+from rope_lint.output import Report
 
 
 def as_dict(diagnostic: Diagnostic) -> dict[str, object]:
@@ -19,5 +20,5 @@ def as_dict(diagnostic: Diagnostic) -> dict[str, object]:
     }
 
 
-def render(diagnostics: list[Diagnostic]) -> str:
-    return json.dumps([as_dict(d) for d in diagnostics], indent=2) + "\n"
+def render(report: Report) -> str:
+    return json.dumps([as_dict(d) for d in report.findings], indent=2) + "\n"

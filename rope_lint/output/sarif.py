@@ -2,30 +2,31 @@
 
 One run, with a `rules` entry for every code reported, a result per finding, and the finding's fix as
 replacements where it has one. Columns count code points (`columnKind`), as our positions do, and are 1-based.
-Computing a fix's replacements needs LibCST, so it is imported here only when a finding has a fix: a plain
-`check` stays free of it.
+The replacements are the edits the run computed for the report (`Report.edits`, see `rope_lint.fix.edits`): this
+module only writes them out.
 """
 
 from __future__ import annotations
 
-import difflib
-import itertools
 import json
-from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
-from rope_lint import __version__
+from rope_lint import TYPE_CHECKING, __version__
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.engine import map_files, read
+from rope_lint.output import Report
 from rope_lint.rules import RULES_BY_CODE
+
+if TYPE_CHECKING:
+    from rope_lint.fix.edits import Replacement
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def render(diagnostics: list[Diagnostic]) -> str:
+def render(report: Report) -> str:
+    diagnostics = report.findings
     codes = sorted({d.code for d in diagnostics})
-    fixes = _all_fixes(diagnostics)
+    edits = report.edits if report.edits is not None else [[] for _ in diagnostics]
     log = {
         "$schema": SCHEMA,
         "version": "2.1.0",
@@ -39,7 +40,7 @@ def render(diagnostics: list[Diagnostic]) -> str:
                     }
                 },
                 "columnKind": "unicodeCodePoints",
-                "results": [_result(d, codes.index(d.code), fixes.get(d, [])) for d in diagnostics],
+                "results": [_result(d, codes.index(d.code), edit) for d, edit in zip(diagnostics, edits, strict=True)],
             }
         ],
     }
@@ -67,7 +68,7 @@ def _uri(path: str) -> str:
     return location.as_uri() if location.is_absolute() else quote(location.as_posix())
 
 
-def _result(diagnostic: Diagnostic, rule_index: int, replacements: list[dict[str, object]]) -> dict[str, object]:
+def _result(diagnostic: Diagnostic, rule_index: int, edit: list[Replacement]) -> dict[str, object]:
     start, end = diagnostic.start, diagnostic.end
     region = {
         "startLine": start.line,
@@ -82,7 +83,14 @@ def _result(diagnostic: Diagnostic, rule_index: int, replacements: list[dict[str
         "message": {"text": diagnostic.message},
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(diagnostic.path)}, "region": region}}],
     }
-    if diagnostic.fix is not None and replacements:
+    if diagnostic.fix is not None and edit:
+        replacements = [
+            {
+                "deletedRegion": {"charOffset": replacement.offset, "charLength": replacement.length},
+                "insertedContent": {"text": replacement.text},
+            }
+            for replacement in edit
+        ]
         result["fixes"] = [
             {
                 "description": {"text": f"{diagnostic.fix.safety.value} fix for {diagnostic.code}"},
@@ -91,49 +99,3 @@ def _result(diagnostic: Diagnostic, rule_index: int, replacements: list[dict[str
             }
         ]
     return result
-
-
-def _all_fixes(diagnostics: list[Diagnostic]) -> dict[Diagnostic, list[dict[str, object]]]:
-    """Each fixable finding's replacements, files spread over the cores as `check` spreads them: a LibCST parse
-    per finding is the slow part of a SARIF run."""
-    by_path: dict[str, list[Diagnostic]] = {}
-    for diagnostic in diagnostics:
-        if diagnostic.fix is not None:
-            by_path.setdefault(str(Path(diagnostic.path)), []).append(diagnostic)
-    results = map_files(partial(_file_fixes, by_path=by_path), [Path(path) for path in by_path])
-    return {
-        d: r
-        for path, file_results in zip(by_path, results, strict=True)
-        for d, r in zip(by_path[path], file_results, strict=True)
-    }
-
-
-def _file_fixes(path: Path, by_path: dict[str, list[Diagnostic]]) -> list[list[dict[str, object]]]:
-    """The replacements of each fixable finding in one file: whole lines, addressed by character offset."""
-    from rope_lint.fix.apply import UnsafeResultError, apply_fixes
-
-    findings = by_path[str(path)]
-    source = read(path)
-    if isinstance(source, Diagnostic):
-        return [[] for _ in findings]
-    before = source.text.splitlines(keepends=True)
-    offsets = [0, *itertools.accumulate(len(line) for line in before)]
-    results = []
-    for diagnostic in findings:
-        try:
-            after = apply_fixes(source.text, [diagnostic]).text.splitlines(keepends=True)
-        except UnsafeResultError:
-            results.append([])
-            continue
-        matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-        results.append(
-            [
-                {
-                    "deletedRegion": {"charOffset": offsets[i1], "charLength": offsets[i2] - offsets[i1]},
-                    "insertedContent": {"text": "".join(after[j1:j2])},
-                }
-                for tag, i1, i2, j1, j2 in matcher.get_opcodes()
-                if tag != "equal"
-            ]
-        )
-    return results

@@ -1,8 +1,14 @@
-"""`path:line:col: CODE [*] message`, one finding a line, as ruff prints them. Columns are 1-based."""
+"""`path:line:col: CODE [*] message`, one finding a line, as ruff prints them, and a closing line that counts them.
+Columns are 1-based."""
 
 from __future__ import annotations
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
+from rope_lint.output import Report
+
+
+def render(report: Report) -> str:
+    return lines(report.findings) + summary(report.findings) + "\n"
 
 
 def line(diagnostic: Diagnostic) -> str:
@@ -13,7 +19,8 @@ def line(diagnostic: Diagnostic) -> str:
     return f"{diagnostic.path}:{start.line}:{start.column + 1}: {diagnostic.code}{marker} {diagnostic.message}"
 
 
-def render(diagnostics: list[Diagnostic]) -> str:
+def lines(diagnostics: list[Diagnostic]) -> str:
+    """The findings, one a line, without a summary."""
     return "".join(line(d) + "\n" for d in diagnostics)
 
 

@@ -1,0 +1,240 @@
+"""The run layer: paths and options in, a report out. What `rope-lint check`, `baseline` and `fix` do between
+parsing their arguments and printing, for the command line, the flake8 plugin, scripts and tests alike.
+
+- `check(paths, options)` gives a `Report`: the findings, and on request each finding's edit (for SARIF).
+- `write_baseline(paths, output, options)` writes a baseline file and gives a `BaselineReport`.
+- `fix(paths, options)` fixes files, or says how it would, and gives a `FixReport`.
+- `check_text(path, text, options)` gives the findings in a text that was not read from disk.
+
+The reports are defined in `rope_lint.output` (`Report`), `rope_lint.output.fix_report` (`FixReport`) and
+`rope_lint.output.baseline_report` (`BaselineReport`), which render them. A run that cannot be made (a configuration
+that cannot be used, an unknown rule code, a baseline or git ref that cannot be read) raises `RunError`. What goes
+wrong with a file is a finding about the run itself (RPL9xx), reported with the others.
+
+What only some runs need (the result cache, baselines, git, LibCST for fixes and edits) is imported where it is used,
+so that checking one file pays for none of it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import namedtuple
+from functools import partial
+
+from rope_lint import TYPE_CHECKING, progress
+from rope_lint.config import Config, ConfigError, load
+from rope_lint.diagnostics import ERROR_CODES, Diagnostic
+from rope_lint.engine import LARGE_RUN, Settings, check_paths, check_source, map_files
+from rope_lint.files import Excludes, discover
+from rope_lint.output import Report
+from rope_lint.rules import UnknownCodeError, matches, select_rules
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rope_lint.files import FilePath
+    from rope_lint.output.baseline_report import BaselineReport
+    from rope_lint.output.fix_report import FixReport
+
+__all__ = ["Options", "Report", "RunError", "check", "check_text", "fix", "write_baseline"]
+
+
+class RunError(Exception):
+    """A run that cannot be made; the message is one line that says why (the command line prints it after
+    `rope-lint: error: ` and exits 2)."""
+
+
+class Options(namedtuple("Options", ("select", "ignore", "exclude", "verbose"), defaults=(None, None, None, False))):
+    """What chooses a run's rules and files, as the command line's flags do.
+
+    `select` and `ignore` are lists of codes or prefixes (`RPL1`, `ALL`), `exclude` of glob patterns. Each replaces
+    the configuration's list when given; when None, the configuration's holds: that of the nearest pyproject.toml
+    with a `[tool.rope-lint]` section, else every rule and no exclusion. `ignore` also drops findings about the run
+    itself (RPL9xx), which `select` cannot. `verbose` prints the traceback of a rule that fails to stderr.
+    """
+
+    __slots__ = ()
+    select: list[str] | None  # default None
+    ignore: list[str] | None  # default None
+    exclude: list[str] | None  # default None
+    verbose: bool  # default False
+
+
+def check(
+    paths: Sequence[str],
+    options: Options | None = None,
+    *,
+    baseline: FilePath | None = None,
+    diff_base: str | None = None,
+    edits: bool = False,
+    cache: bool = True,
+    show_progress: bool = False,
+) -> Report:
+    """The findings of `rope-lint check`.
+
+    In: `paths`, files and folders as a command line gives them (folders are searched for Python files; the
+    configuration is found from the first path, `.` when there is none); `options`. And, as the flags of `check`:
+    `baseline`, a file `write_baseline` wrote, whose findings are left out; `diff_base`, a git ref: only findings on
+    lines changed since it are kept; `edits`, whether to compute each finding's edit (a LibCST parse per fixable
+    finding; SARIF shows them); `cache`, whether a run of many files may use the result cache in
+    `.rope_lint_cache/` at the configuration's root (never with `verbose`, which wants a fresh run's tracebacks);
+    `show_progress`, a progress bar on stderr, shown only on a terminal and for a long run.
+
+    Out: a `Report` of the findings, sorted by path and position within each file, files in the order found. A
+    finding in a file transformers generates from a modular source names, in its message, the source (or parent
+    model) it comes from. Raises `RunError`.
+    """
+    findings = _findings(*_resolved(paths, options or Options()), cache, show_progress)
+    # Imported only when asked for: a plain check (a pre-commit run) pays for neither.
+    if baseline is not None:
+        from rope_lint.baseline import BaselineError, new_findings
+
+        try:
+            findings = new_findings(findings, baseline)
+        except BaselineError as error:
+            raise RunError(str(error)) from error
+    if diff_base is not None:
+        from rope_lint.gitdiff import GitDiffError, on_changed_lines
+
+        try:
+            findings = on_changed_lines(findings, diff_base, _repository_folder(_first(paths)))
+        except GitDiffError as error:
+            raise RunError(str(error)) from error
+    # A finding in a generated file also names the modular source (or parent model) it comes from.
+    from rope_lint.transformers.generated import annotated
+
+    findings = annotated(findings)
+    if not edits:
+        return Report(findings)
+    from rope_lint.fix.edits import finding_edits
+
+    return Report(findings, finding_edits(findings))
+
+
+def write_baseline(
+    paths: Sequence[str],
+    output: FilePath,
+    options: Options | None = None,
+    *,
+    cache: bool = True,
+    show_progress: bool = False,
+) -> BaselineReport:
+    """`rope-lint baseline`: check `paths` as `check` does (without baseline, diff base or origins) and write the
+    findings to the baseline file `output`, which a later `check(..., baseline=output)` leaves out.
+
+    Out: a `BaselineReport`, with how many findings the file holds, and the findings about the run itself, which it
+    never holds. Raises `RunError`, and `OSError` when `output` cannot be written.
+    """
+    from rope_lint import baseline
+    from rope_lint.output.baseline_report import BaselineReport
+
+    findings = _findings(*_resolved(paths, options or Options()), cache, show_progress)
+    written = baseline.write(output, findings)
+    return BaselineReport(output, written, [d for d in findings if d.code in ERROR_CODES])
+
+
+def fix(paths: Sequence[str], options: Options | None = None, *, unsafe: bool = False, diff: bool = False) -> FixReport:
+    """`rope-lint fix`: apply the fixes of the findings in `paths`, safe ones only unless `unsafe`.
+
+    In: `paths` and `options` as for `check`; `unsafe`, also apply fixes that may change a dtype or device; `diff`,
+    write nothing and give the changes as a unified diff. A generated transformers file among `paths` brings its
+    modular source and the parent models its findings come from, so that a regeneration keeps the fix. Every file is
+    checked afresh (no result cache).
+
+    Out: a `FixReport`: the findings fixed; those left after the fix, in the order of `check`, with an RPL904
+    finding for each `# Copied from` copy that matched its source before a rewrite and does not now; the files a fix
+    could not be applied to (left as they were), and counts. Raises `RunError`.
+    """
+    from pathlib import Path
+
+    from rope_lint.fix.apply import fix_file
+    from rope_lint.output.fix_report import FixReport
+    from rope_lint.transformers import generated
+    from rope_lint.transformers.copies import diverged_by_fix
+
+    config, settings, files = _resolved(paths, options or Options())
+    files = [Path(path) for path in generated.with_origins(files, settings)]
+    outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff), files)
+    originals = {Path(o.path): o.original for o in outcomes if o.original is not None}
+    groups, diverged = diverged_by_fix(originals) if originals else (0, [])
+    remaining = sorted([*(d for o in outcomes for d in o.remaining), *diverged], key=lambda d: d.sort_key)
+    return FixReport(
+        fixed=[d for o in outcomes for d in o.fixed],
+        remaining=_without_ignored_errors(generated.annotated(remaining), config),
+        diff="".join(o.diff for o in outcomes),
+        failures=[(o.path, o.error) for o in outcomes if o.error],
+        files_changed=len(originals),
+        copy_groups=groups,
+        written=not diff,
+    )
+
+
+def check_text(path: str, text: str, options: Options | None = None) -> list[Diagnostic]:
+    """The findings in one file's text, given rather than read: an editor's buffer, the lines flake8 hands a plugin.
+
+    In: the path the findings name, the text, and `options`, of which `select` and `ignore` choose the rules (every
+    rule when they are None). No configuration file is read, so no per-file ignores apply. Out: the findings in
+    order of position, suppression comments applied, with RPL902 for a text that does not parse and RPL903 for a
+    rule that failed. Raises `RunError` for an unknown rule code.
+    """
+    options = options or Options()
+    select = ("ALL",) if options.select is None else tuple(options.select)
+    key = (select, tuple(options.ignore or ()), options.verbose)
+    settings = _TEXT_SETTINGS.get(key)
+    if settings is None:
+        try:
+            rules = select_rules(*key[:2])
+        except UnknownCodeError as error:
+            raise RunError(str(error)) from error
+        settings = _TEXT_SETTINGS[key] = Settings(rules, root=os.getcwd(), verbose=options.verbose)
+    return check_source(path, text, settings)
+
+
+# Settings cost more to build than a small file costs to check; flake8 asks for every file with the same options.
+_TEXT_SETTINGS: dict[tuple[tuple[str, ...], tuple[str, ...], bool], Settings] = {}
+
+
+def _resolved(paths: Sequence[str], options: Options) -> tuple[Config, Settings, list[str]]:
+    """The configuration found from the first path, with the options in place of what they give; the engine's
+    settings from it; and the files to read."""
+    try:
+        config = load(_first(paths))
+        for key in ("select", "ignore", "exclude"):
+            if getattr(options, key) is not None:
+                setattr(config, key, getattr(options, key))
+        settings = Settings.from_config(config, select_rules(config.select, config.ignore), verbose=options.verbose)
+    except (ConfigError, UnknownCodeError) as error:
+        raise RunError(str(error)) from error
+    return config, settings, list(discover(paths or ["."], Excludes(config.exclude, config.root)))
+
+
+def _first(paths: Sequence[str]) -> str:
+    return paths[0] if paths else "."
+
+
+def _findings(
+    config: Config, settings: Settings, files: list[str], cache: bool, show_progress: bool
+) -> list[Diagnostic]:
+    """Every file's findings, less the findings about the run that the configuration ignores; through the result
+    cache for a large run, unless `verbose` asks for the tracebacks of a fresh one."""
+    results = None
+    if cache and len(files) >= LARGE_RUN and not settings.verbose:
+        from rope_lint.cache import ResultCache
+
+        codes = [rule.code for rule in settings.rules]
+        results = ResultCache.for_run(config.root, codes, config.per_file_ignores)
+    findings = progress.run(files, partial(check_paths, settings=settings, cache=results), quiet=not show_progress)
+    if results is not None:
+        results.save()
+    return _without_ignored_errors(findings, config)
+
+
+def _without_ignored_errors(findings: list[Diagnostic], config: Config) -> list[Diagnostic]:
+    """`findings` less the findings about the run itself that `ignore` names: rules are ignored before they run,
+    these only after."""
+    return [d for d in findings if d.code not in ERROR_CODES or not matches(d.code, config.ignore)]
+
+
+def _repository_folder(path: str) -> str:
+    """The folder git runs in for `diff_base`: the path's own, or the folder of the file it names."""
+    return path if os.path.isdir(path) else os.path.dirname(os.path.realpath(path))
