@@ -21,7 +21,9 @@ from helpers import REPO, rope_lint
 
 from rope_lint import progress
 from rope_lint.cli import _parser
-from rope_lint.output import FORMATS
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
+from rope_lint.fix.edits import Replacement
+from rope_lint.output import FORMATS, Report, renderer
 from rope_lint.rules import RULES_BY_CODE
 
 GOLDEN = REPO / "tests" / "data" / "golden"
@@ -138,6 +140,29 @@ def test_sarif_without_findings_validates(tmp_path: Path) -> None:
     log = _validate_sarif(result.stdout)
     assert log["runs"][0]["results"] == []
     assert log["runs"][0]["tool"]["driver"]["rules"] == []
+
+
+def test_sarif_writes_the_edits_of_the_report_and_computes_none() -> None:
+    """The fix stage computes each finding's edit once; the SARIF output only writes out what the report holds, even
+    for a file that does not exist, and offers no fix where the report holds no edit."""
+    position = Position(2, 4)
+    finding = Diagnostic("gone.py", "RPL101", "float-arange", "m", position, position, Fix(FixSafety.SAFE))
+    edit = [Replacement(13, 5, "x = 1\n"), Replacement(40, 0, "y\n")]
+    [result] = json.loads(renderer("sarif")(Report([finding], [edit])))["runs"][0]["results"]
+    [change] = result["fixes"][0]["artifactChanges"]
+    assert change["replacements"] == [
+        {"deletedRegion": {"charOffset": 13, "charLength": 5}, "insertedContent": {"text": "x = 1\n"}},
+        {"deletedRegion": {"charOffset": 40, "charLength": 0}, "insertedContent": {"text": "y\n"}},
+    ]
+    [result] = json.loads(renderer("sarif")(Report([finding])))["runs"][0]["results"]
+    assert "fixes" not in result
+
+
+def test_text_ends_with_its_summary_and_concise_has_none(project: Path) -> None:
+    text = rope_lint("check", ".", cwd=project).stdout.splitlines()
+    concise = rope_lint("check", "--output-format", "concise", ".", cwd=project).stdout.splitlines()
+    assert text[:-1] == concise
+    assert text[-1].startswith("Found 4 findings. [*] 2 fixable with `rope-lint fix`;")
 
 
 def _stderr_on_a_terminal(*args: str, cwd: Path) -> str:
