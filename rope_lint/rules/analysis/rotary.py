@@ -76,7 +76,7 @@ class RotaryEvidence(namedtuple("RotaryEvidence", ("is_rotary_name", "is_table")
 # table, cos/sin caches included.
 SOURCE_EVIDENCE = RotaryEvidence(is_rotary_class_name, is_table_name)
 # The rope codemods: the same names, or any `self.` attribute or one-line string in the class that names an
-# `inv_freq`, stored or read, since the codemod also reads classes it rewrote already (`inv_freq_fp32`).
+# `inv_freq`, read or stored (`inv_freq_fp32`, in a class the codemod rewrote already, counts too).
 CODEMOD_EVIDENCE = RotaryEvidence(is_rotary_class_name, lambda name: "inv_freq" in name)
 # The probe: a name like `*Rotary*Embedding*`, or a class (or a base, whose `__init__` it runs) that stores exactly
 # `inv_freq` on itself, as an attribute or a buffer.
