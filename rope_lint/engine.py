@@ -11,11 +11,11 @@ import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from rope_lint import TYPE_CHECKING
+from rope_lint import TYPE_CHECKING, prefilter
 from rope_lint.config import Config
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
 from rope_lint.files import Excludes, SourceFile
-from rope_lint.prefilter import candidates, spec
+from rope_lint.prefilter import candidates
 from rope_lint.rules import matches
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import Rule
@@ -48,11 +48,11 @@ class Settings:
         # The rules' prefilters as one: the triggers a file must contain for a rule to look at it, the screens of
         # their occurrences, and the test of the classes parsed whole (see candidates).
         specs = [rule.prefilter for rule in rules]
-        self.triggers = tuple({trigger.decode() for prefilter in specs for trigger in prefilter.triggers})
+        self.triggers = tuple({trigger.decode() for spec in specs for trigger in spec.triggers})
         self.groups = candidates.prefix_groups(self.triggers)
         self.may_match = candidates.Prefilter(self.triggers, self.groups)
-        self.screens = spec.combined_screens(specs, self.triggers)
-        self.parses_whole_class = spec.combined_class_test(specs)
+        self.screens = prefilter.combined_screens(specs, self.triggers)
+        self.parses_whole_class = prefilter.combined_class_test(specs)
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
         self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding

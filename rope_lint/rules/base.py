@@ -11,13 +11,12 @@ the finding's payload describes, on the LibCST node at the finding's range.
 
 from __future__ import annotations
 
-import enum
 from collections import namedtuple
 from collections.abc import Iterable
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.prefilter.spec import PrefilterSpec
+from rope_lint.prefilter import PrefilterSpec
 from rope_lint.rules.analysis.context import FileContext
 
 if TYPE_CHECKING:
@@ -47,10 +46,11 @@ class Invalid(namedtuple("Invalid", ("code", "fixed", "safety", "count"), defaul
     count: int  # default 1
 
 
-class FixAvailability(str, enum.Enum):
+class FixAvailability:
     """Whether a rule's findings come with a fix: ALWAYS, SOMETIMES (some shapes or files have none), or NEVER.
 
-    Kept apart from a fix's safety (`FixSafety`), which each fix has of its own, as ruff keeps them apart.
+    Kept apart from a fix's safety (`FixSafety`), which each fix has of its own, as ruff keeps them apart. Plain
+    strings, not an `Enum`: every rule module imports this, and building an enum class costs a check's start.
     """
 
     ALWAYS = "always"
@@ -84,7 +84,7 @@ class Rule:
     name: ClassVar[str]
     # The trigger words, the text screen and the classes read whole: what the rule needs parsed of a file.
     prefilter: ClassVar[PrefilterSpec]
-    fix_availability: ClassVar[FixAvailability]
+    fix_availability: ClassVar[str]  # a FixAvailability
     # The safeties the rule's fixes can have; empty for a rule that never fixes.
     fix_safeties: ClassVar[frozenset[FixSafety]] = frozenset()
     # The types of its fixes' payloads (`Fix.payload`): what the cache rebuilds them from, by name.
@@ -112,10 +112,10 @@ class Rule:
     def fix_summary(cls) -> str:
         """How the rule fixes, for the rules table: "never", or its availability and its fixes' safeties
         ("always: safe", "sometimes: safe or unsafe")."""
-        if cls.fix_availability is FixAvailability.NEVER:
-            return FixAvailability.NEVER.value
+        if cls.fix_availability == FixAvailability.NEVER:
+            return FixAvailability.NEVER
         safeties = " or ".join(safety.value for safety in FixSafety if safety in cls.fix_safeties)
-        return f"{cls.fix_availability.value}: {safeties}"
+        return f"{cls.fix_availability}: {safeties}"
 
     @classmethod
     def summary(cls) -> str:

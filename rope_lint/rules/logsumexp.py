@@ -5,8 +5,7 @@ from functools import partial
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
-from rope_lint.prefilter import screens
-from rope_lint.prefilter.spec import PrefilterSpec
+from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid

@@ -4,7 +4,7 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.prefilter.spec import PrefilterSpec
+from rope_lint.prefilter import PrefilterSpec
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.prefilter.spec import PrefilterSpec
+from rope_lint.prefilter import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
