@@ -1,4 +1,4 @@
-"""Never lose a user's code (DESIGN §7): bad input becomes a one-line finding and the run goes on; a fix is
+"""Never lose a user's code: bad input becomes a one-line finding and the run goes on; a fix is
 all or nothing per file; nothing that is read is run."""
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def test_killing_a_fix_leaves_every_file_old_or_new(tmp_path: Path) -> None:
         assert all(p.name.endswith(".rope-lint") for p in leftovers)  # at most an unrenamed temporary file
 
 
-# Generated programs: hazard snippets mixed with arbitrary code (DESIGN §7's properties).
+# Generated programs: hazard snippets mixed with arbitrary code; a fix must keep each one compiling.
 SNIPPETS = [
     "t = torch.arange(n, dtype=torch.float32)",
     "u = torch.arange(0.0, d, 2.0)",

@@ -1,4 +1,4 @@
-"""The rule catalog (DESIGN §4). Each rule lives in its own module; this is the one list of them."""
+"""The rule catalog: codes are stable once released. Each rule lives in its own module; this is the one list of them."""
 
 from __future__ import annotations
 
