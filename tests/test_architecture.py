@@ -115,7 +115,7 @@ def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """rope-lint's wheel, as `pip install .` builds it."""
     folder = tmp_path_factory.mktemp("wheel")
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", folder, REPO]
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", folder, REPO]
     result = subprocess.run(command, capture_output=True, text=True, cwd=folder)
     assert result.returncode == 0, result.stderr[-2000:]
     return next(folder.glob("rope_lint-*.whl"))
