@@ -185,9 +185,44 @@ def test_a_fix_that_would_not_parse_is_not_written(tmp_path: Path, monkeypatch: 
     path = tmp_path / "model.py"
     path.write_text(HAZARD)
     outcome = fixes.fix_file(path, Settings([FloatArange()], tmp_path), unsafe=False, diff_only=False)
-    assert outcome.error and "would not parse" in outcome.error
+    assert outcome.error and "would not compile" in outcome.error
     assert path.read_text() == HAZARD
     assert list(tmp_path.iterdir()) == [path], "no temporary file is left behind"
+
+
+def test_a_fix_that_parses_but_does_not_compile_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`yield` outside a function parses with `ast` and fails only when compiled."""
+    import libcst as cst
+
+    from rope_lint.rules.float_arange import FloatArange
+
+    monkeypatch.setattr(FloatArange, "fix", lambda self, node, fix: cst.parse_expression("(yield)"))
+    path = tmp_path / "model.py"
+    path.write_text(HAZARD)
+    outcome = fixes.fix_file(path, Settings([FloatArange()], tmp_path), unsafe=False, diff_only=False)
+    assert outcome.error and "would not compile" in outcome.error and "outside function" in outcome.error
+    assert path.read_text() == HAZARD
+
+
+@pytest.mark.parametrize("stage", ["formatted_like_original", "imports_tidied"])
+def test_a_formatted_or_tidied_text_that_does_not_compile_is_written_unformatted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """ruff runs after the fix is checked: a formatter or tidier that returns broken text must not reach the file.
+    `return` at module level parses with `ast` and fails to compile, the case `ast.parse` alone would let through."""
+
+    def broken(path: Path, original: str, fixed: str) -> str:
+        return "return 1\n" + fixed
+
+    from rope_lint.rules.float_arange import FloatArange
+
+    monkeypatch.setattr(fixes, stage, broken)
+    path = tmp_path / "model.py"
+    path.write_text(HAZARD)
+    outcome = fixes.fix_file(path, Settings([FloatArange()], tmp_path), unsafe=False, diff_only=False)
+    assert outcome.error is None
+    assert path.read_text() == FIXED
+    compile(path.read_text(), str(path), "exec")
 
 
 def test_a_file_changed_since_it_was_read_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,10 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> F
         return FileFixOutcome(str(path), remaining=found)
     try:
         result = apply_fixes(source.text, chosen)
-        result.text = imports_tidied(path, source.text, formatted_like_original(path, source.text, result.text))
+        # ruff works after the check in `apply_fixes`: a formatted or tidied text is kept only if it compiles too, and
+        # otherwise the text that did is written.
+        formatted = _compiling_or(formatted_like_original(path, source.text, result.text), result.text)
+        result.text = _compiling_or(imports_tidied(path, source.text, formatted), formatted)
         if not diff_only:
             write_atomically(source, result.text)
     except (UnsafeResultError, OSError) as error:
@@ -86,7 +90,7 @@ def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]
 
 
 def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
-    """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not parse.
+    """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not compile.
 
     LibCST is slow on large files, so only the top-level statements that hold a finding are parsed and edited, each
     run of them on its own, and spliced back between the untouched lines. Every fix is local to its statement (a
@@ -108,11 +112,26 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     imports = {d.fix.adds_import for d in applied if d.fix is not None and d.fix.adds_import is not None}
     if imports:
         text = _with_imports(cst.parse_module(text), sorted(imports)).code
-    try:
-        ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError) as error:
-        raise UnsafeResultError(f"the fixed code would not parse ({error}); the file was left as it was") from None
+    error = compile_error(text)
+    if error is not None:
+        raise UnsafeResultError(f"the fixed code would not compile ({error}); the file was left as it was")
     return FixResult(text, applied)
+
+
+def compile_error(text: str) -> str | None:
+    """Why `text` does not compile, or None. `compile`, not `ast.parse`: a `return` outside a function, or a name both
+    global and assigned before, parse and still fail to compile."""
+    with warnings.catch_warnings():  # the file's own warnings (an invalid escape) are not the fix's to report
+        warnings.simplefilter("ignore")
+        try:
+            compile(text, "<fixed>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+            return str(error)
+    return None
+
+
+def _compiling_or(candidate: str, fallback: str) -> str:
+    return candidate if candidate == fallback or compile_error(candidate) is None else fallback
 
 
 def _statement_runs(source: str, diagnostics: list[Diagnostic]) -> list[tuple[int, int]]:
