@@ -42,3 +42,8 @@ class Report(namedtuple("Report", ("findings", "edits"), defaults=(None,))):
 def renderer(output_format: str) -> Callable[[Report], str]:
     """The `render` of a format of `FORMATS`, or of `statistics`."""
     return importlib.import_module(f"rope_lint.output.{output_format}").render
+
+
+def counted(number: int, noun: str) -> str:
+    """`1 finding`, `3 findings`: a count and its noun, for the closing lines of every report."""
+    return f"{number} {noun}{'s' * (number != 1)}"

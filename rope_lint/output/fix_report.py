@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from rope_lint.diagnostics import Diagnostic
+from rope_lint.output import counted
 from rope_lint.output.statistics import counts
 from rope_lint.output.text import lines
 
@@ -32,20 +33,13 @@ def render(report: FixReport, statistics: bool = False) -> str:
     """The standard output of `fix`; `statistics` adds the counts of `--statistics`."""
     parts = [report.diff, lines(report.remaining)]
     if statistics:
-        changed, groups = report.files_changed, report.copy_groups
-        parts += [
-            counts(report.fixed),
-            f"{changed} file{_s(changed)} changed, {groups} copy group{_s(groups)} checked.\n",
-        ]
+        changed, groups = counted(report.files_changed, "file"), counted(report.copy_groups, "copy group")
+        parts += [counts(report.fixed), f"{changed} changed, {groups} checked.\n"]
     verb = "Fixed" if report.written else "Would fix"
-    parts.append(f"{verb} {len(report.fixed)} finding{_s(len(report.fixed))}, {len(report.remaining)} remaining.\n")
+    parts.append(f"{verb} {counted(len(report.fixed), 'finding')}, {len(report.remaining)} remaining.\n")
     return "".join(parts)
 
 
 def failures(report: FixReport) -> str:
     """The standard error of `fix`: a line for each file a fix could not be applied to, and why."""
     return "".join(f"rope-lint: {path}: {reason}\n" for path, reason in report.failures)
-
-
-def _s(count: int) -> str:
-    return "s" * (count != 1)

@@ -4,7 +4,7 @@ Columns are 1-based."""
 from __future__ import annotations
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
-from rope_lint.output import Report
+from rope_lint.output import Report, counted
 
 
 def render(report: Report) -> str:
@@ -30,10 +30,9 @@ def summary(diagnostics: list[Diagnostic]) -> str:
         return "All checks passed!"
     safe = sum(1 for d in diagnostics if d.fix is not None and d.fix.safety is FixSafety.SAFE)
     unsafe = sum(1 for d in diagnostics if d.fix is not None and d.fix.safety is FixSafety.UNSAFE)
-    noun = "finding" if len(diagnostics) == 1 else "findings"
     parts = []
     if safe:
         parts.append(f"[*] {safe} fixable with `rope-lint fix`")
     if unsafe:
         parts.append(f"{unsafe} more with `rope-lint fix --unsafe-fixes`")
-    return f"Found {len(diagnostics)} {noun}." + (f" {'; '.join(parts)}." if parts else "")
+    return f"Found {counted(len(diagnostics), 'finding')}." + (f" {'; '.join(parts)}." if parts else "")
