@@ -16,6 +16,7 @@ from helpers import REPO
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("rope_lint.cli", "rope_lint.__main__", "rope_lint.flake8_plugin"),  # entry points: arguments in, text out
     ("rope_lint.api",),  # the run layer: paths and settings in, reports out
+    ("rope_lint.verify",),  # fix --verify: the original and the fixed code side by side
     ("rope_lint.output", "rope_lint.probe"),  # rendering; running model code
     ("rope_lint.fix", "rope_lint.codemods"),  # LibCST edits, formatting, the atomic write
     ("rope_lint.transformers",),  # copy groups and generated files of a transformers tree
