@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import difflib
 import warnings
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,28 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> F
         )
     remaining = check_source(str(path), result.text, settings)
     original = source.text if result.text != source.text and not diff_only else None
-    return FileFixOutcome(str(path), result.applied, remaining, diff, original=original)
+    return FileFixOutcome(str(path), gone(result.applied, found, remaining), remaining, diff, original=original)
+
+
+def gone(applied: list[Diagnostic], found: list[Diagnostic], remaining: list[Diagnostic]) -> list[Diagnostic]:
+    """The findings of `applied` that the fixed text no longer has: what a fix counts as fixed.
+
+    A fix can be applied and leave its finding: a class codemod may not reach every finding of its class, and a fix
+    whose node an enclosing fix replaced changes nothing. Positions move with the edit, so a finding left is matched
+    by its code and message (which of two identical findings counts as fixed is arbitrary; how many is not); those
+    the fix did not touch account for their own matches first.
+    """
+    chosen = set(map(id, applied))
+    left = Counter((d.code, d.message) for d in remaining)
+    left.subtract((d.code, d.message) for d in found if id(d) not in chosen)
+    fixed = []
+    for diagnostic in applied:
+        key = (diagnostic.code, diagnostic.message)
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            fixed.append(diagnostic)
+    return fixed
 
 
 def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]:
