@@ -97,10 +97,10 @@ def run_python(code: str, *args: str, pythonpath: Sequence[Path] = (), stderr: A
     return ProbeRun(result.returncode, result.stdout, result.stderr or "")
 
 
-def install_transformers(version: str) -> Path:
-    """transformers==version and its dependencies, installed once into a folder of their own (never torch, which
-    comes from the project's environment). A failed install fails the test: never a skip."""
-    target = CACHE / f"site-transformers-{version}"
+def install_release(package: str, version: str) -> Path:
+    """package==version and its dependencies, installed once into a folder of their own (never torch, which comes from
+    the project's environment). A failed install fails the test: never a skip."""
+    target = CACHE / f"site-{package}-{version}"
     marker = target / ".installed"
     if marker.exists():
         return target
@@ -108,16 +108,20 @@ def install_transformers(version: str) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check"]
     result = subprocess.run(
-        [*pip, "--target", str(partial), f"transformers=={version}"],
+        [*pip, "--target", str(partial), f"{package}=={version}"],
         capture_output=True,
         text=True,
         timeout=900,
     )
     if result.returncode != 0:
-        pytest.fail(f"could not install transformers=={version} from PyPI: {result.stderr.strip()[-1500:]}")
+        pytest.fail(f"could not install {package}=={version} from PyPI: {result.stderr.strip()[-1500:]}")
     if (partial / "torch").exists():
-        pytest.fail(f"installing transformers=={version} pulled torch into {partial}; the tests use the project's")
+        pytest.fail(f"installing {package}=={version} pulled torch into {partial}; the tests use the project's")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     marker.touch()
     return target
+
+
+def install_transformers(version: str) -> Path:
+    return install_release("transformers", version)
