@@ -10,16 +10,24 @@ import libcst as cst
 from rope_lint import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rope_lint.rules.analysis.enumerations import Int64Enumeration
+    from rope_lint.rules.analysis.enumerations import Int64Enumeration, PromotedDtype
 
 
 def int64_enumeration(call: cst.Call, enumeration: Int64Enumeration) -> cst.BaseExpression:
-    """`torch.arange(0.0, n, 2.0, dtype=X)` -> `torch.arange(0, n, 2, dtype=torch.int64).float()`.
-
-    The `.float()` is left out where detection found the call cast with `.float()` already.
-    """
+    """`torch.arange(0.0, n, 2.0, dtype=X)` -> `torch.arange(0, n, 2, dtype=torch.int64).<cast>`, where the cast
+    (`float()`, `double()`, `to(...)`) gives back the floating dtype; none where detection found `.float()` after
+    the call already."""
     int64_call = with_keyword(integral_literals(call), "dtype", f"{enumeration.torch}.int64")
-    return cast_to_float(int64_call) if enumeration.cast_to_float else int64_call
+    if not enumeration.cast:
+        return int64_call
+    cast = cst.parse_expression(f"_.{enumeration.cast}")
+    assert isinstance(cast, cst.Call) and isinstance(cast.func, cst.Attribute)
+    return cast.with_changes(func=cast.func.with_changes(value=int64_call))
+
+
+def promoted_dtype(call: cst.Call, promoted: PromotedDtype) -> cst.Call:
+    """`torch.arange(..., dtype=X)` -> `torch.arange(..., dtype=<promoted>)`, the bounds as they were."""
+    return with_keyword(call, "dtype", promoted.dtype)
 
 
 def integral_literals(call: cst.Call) -> cst.Call:

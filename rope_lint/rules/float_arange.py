@@ -8,7 +8,7 @@ from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.analysis.dtypes import FLOAT32_DTYPES, is_floating_dtype, qualified_dtype
+from rope_lint.rules.analysis.dtypes import is_floating_dtype, qualified_dtype
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -30,22 +30,47 @@ class FloatArange(Rule):
     dtype, and a runtime dtype taken from an activation is bf16 or fp16 in mixed-precision training.
     bf16 holds integers exactly only up to 256 (fp16: 2048): position 257 becomes 256, and every RoPE
     angle built from it is wrong. transformers 4.37's Llama rotary table is off by up to 2.0 in cos under
-    `zero.Init`, with 44% of its elements wrong. An int64 enumeration is never cast.
+    `zero.Init`. An int64 enumeration is never cast.
 
     ## Example
     ```python
-    t = torch.arange(seq_len, device=device, dtype=self.inv_freq.dtype)
+    def positions(hidden_states):
+        batch, length, _ = hidden_states.shape
+        return torch.arange(length, dtype=torch.float32)
     ```
 
     ## Use instead
     ```python
-    t = torch.arange(seq_len, device=device, dtype=torch.int64).float()
+    def positions(hidden_states):
+        batch, length, _ = hidden_states.shape
+        return torch.arange(length, dtype=torch.int64).float()
     ```
 
     ## Fix safety
-    Safe when the dtype was float32: the result is the same float32 tensor, without the rounding.
-    Unsafe otherwise, because the result becomes float32 where it was bf16, fp16, float64 or a runtime
-    dtype; code that relied on that dtype may need a cast.
+    The int64 rewrite is offered only where the start, the end and the step are proven integral (integer
+    literals, `len(...)`, `.shape[...]`, `.size(...)`, `int(...)`, `//`, parameters annotated `int`, and
+    names bound only to such values): `torch.arange(-t, t + 0.1, 1)` has one element more in float32
+    than in int64, and a step of `4 / dim` becomes 0 in int64. A dtype is never lowered:
+    - float32: `.float()`, safe: the same float32 tensor, without the rounding.
+    - float64: `.double()`, safe: the same values in the same dtype.
+    - bf16, fp16: `.float()`, unsafe: the result becomes float32.
+    - a dtype known only at run time (`x.dtype`, a parameter, `torch.get_default_dtype()`), which may be
+      float64: `.to(torch.promote_types(<dtype>, torch.float32))`, unsafe: bf16 becomes float32, while
+      float32 and float64 stay as they were.
+
+    Where the bounds are not proven integral, the enumeration stays floating. A dtype known only at run
+    time becomes `torch.promote_types(<dtype>, torch.float32)`, unsafe for the same reason, and only in a
+    method that no constructor runs (neither `__init__` nor a method it reaches through `self.`): there
+    neither zero.Init nor a bf16 default dtype can cast the result. Elsewhere, and for a literal dtype,
+    no fix is offered: in a constructor zero.Init casts any floating enumeration, and a literal float32
+    outside one is already what the fix would write.
+
+    ## Known problems
+    A method is taken to run outside construction when the class's own `__init__` does not reach it; a
+    constructor of another class that calls it, or a forward pass run by a constructor, is not seen. Bounds
+    read from attributes (`self.max_seq_len`, `config.hidden_size`) are not proven integral, so the most
+    common rotary-cache line, `torch.arange(self.max_seq_len_cached, dtype=self.inv_freq.dtype)`, is
+    flagged without a fix.
     """
 
     code = "RPL101"
@@ -53,24 +78,35 @@ class FloatArange(Rule):
     prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none where the file has no name for torch to write `torch.int64`
     fix_safeties = frozenset({FixSafety.SAFE, FixSafety.UNSAFE})
-    fix_payloads = (enumerations.Int64Enumeration,)
+    fix_payloads = (enumerations.Int64Enumeration, enumerations.PromotedDtype)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
             dtype = enumerations.dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call) or not is_floating_dtype(ctx, dtype):
                 continue
-            safety = FixSafety.SAFE if qualified_dtype(ctx, dtype) in FLOAT32_DTYPES else FixSafety.UNSAFE
-            yield self.report(
-                call,
+            hazard = (
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
-                "and bf16 runs round above 256; enumerate in int64, then `.float()`",
-                enumerations.int64_fix(ctx, call, safety),
+                "and bf16 runs round above 256"
             )
+            if enumerations.proven_integral(ctx, call):
+                yield self.report(
+                    call, f"{hazard}; enumerate in int64, then cast", enumerations.int64_fix(ctx, call, dtype)
+                )
+            else:
+                # An int64 enumeration of bounds not proven integral could lose elements or raise: at most a wider
+                # dtype, where the dtype is known only at run time and zero.Init cannot cast the result.
+                runtime_dtype = qualified_dtype(ctx, dtype) is None
+                fix = enumerations.promoted_dtype_fix(ctx, call, dtype) if runtime_dtype else None
+                yield self.report(call, f"{hazard}; its bounds are not proven integral, so int64 may change it", fix)
 
-    def fix(self, node: cst.CSTNode, payload: enumerations.Int64Enumeration) -> cst.CSTNode:
+    def fix(
+        self, node: cst.CSTNode, payload: enumerations.Int64Enumeration | enumerations.PromotedDtype
+    ) -> cst.CSTNode:
         from rope_lint.rules import edits
 
+        if isinstance(payload, enumerations.PromotedDtype):
+            return edits.promoted_dtype(node, payload)
         return edits.int64_enumeration(node, payload)
 
     examples = (
@@ -80,8 +116,8 @@ class FloatArange(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            "import torch as t\npos = t.arange(0, n, 2, dtype=t.bfloat16)\n",
-            fixed="import torch as t\npos = t.arange(0, n, 2, dtype=t.int64).float()\n",
+            "import torch as t\ndef f(n: int):\n    return t.arange(0, n, 2, dtype=t.bfloat16)\n",
+            fixed="import torch as t\ndef f(n: int):\n    return t.arange(0, n, 2, dtype=t.int64).float()\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
@@ -90,8 +126,17 @@ class FloatArange(Rule):
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
-            "import torch\nt = torch.arange(n, dtype=torch.get_default_dtype())\n",
-            fixed="import torch\nt = torch.arange(n, dtype=torch.int64).float()\n",
+            # float64 stays float64: same values, same dtype.
+            "import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.float64)\n",
+            fixed="import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.int64).double()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # A dtype known only at run time may be float64: it is promoted to float32 at least, never lowered.
+            "import torch\nt = torch.arange(8, dtype=torch.get_default_dtype())\n",
+            fixed="import torch\n"
+            "t = torch.arange(8, dtype=torch.int64)"
+            ".to(torch.promote_types(torch.get_default_dtype(), torch.float32))\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
@@ -100,40 +145,73 @@ class FloatArange(Rule):
             "    def __init__(self, dim, base=10000):\n"
             "        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))\n"
             '        self.register_buffer("inv_freq", inv_freq)\n'
-            "    def cache(self, seq_len, device):\n"
-            "        t = torch.arange(seq_len, device=device, dtype=self.inv_freq.dtype)\n",
+            "    def cache(self, seq_len: int, device):\n"
+            "        t = torch.arange(seq_len, device=device, dtype=self.inv_freq.dtype).float()\n",
             fixed="import torch\n"
             "class Rotary(torch.nn.Module):\n"
             "    def __init__(self, dim, base=10000):\n"
             "        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))\n"
             '        self.register_buffer("inv_freq", inv_freq)\n'
-            "    def cache(self, seq_len, device):\n"
+            "    def cache(self, seq_len: int, device):\n"
             "        t = torch.arange(seq_len, device=device, dtype=torch.int64).float()\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
             "import torch\n"
-            "def encoding(n: int, dtype: torch.dtype = torch.float32):\n"
-            "    return torch.arange(n, dtype=dtype).unsqueeze(1)\n",
+            "def f(hidden_states):\n"
+            "    batch, length, _ = hidden_states.shape\n"
+            "    return torch.arange(length, dtype=hidden_states.dtype)\n",
             fixed="import torch\n"
-            "def encoding(n: int, dtype: torch.dtype = torch.float32):\n"
-            "    return torch.arange(n, dtype=torch.int64).float().unsqueeze(1)\n",
+            "def f(hidden_states):\n"
+            "    batch, length, _ = hidden_states.shape\n"
+            "    return torch.arange(length, dtype=torch.int64)"
+            ".to(torch.promote_types(hidden_states.dtype, torch.float32))\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
-            "import torch\ndef f(hidden_states):\n    return torch.arange(8, dtype=hidden_states.dtype)\n",
-            fixed="import torch\ndef f(hidden_states):\n    return torch.arange(8, dtype=torch.int64).float()\n",
+            "import torch\n"
+            "def f(x, window: int):\n"
+            "    beg, end = x.size(1) + window, -(window // 2)\n"
+            "    return torch.arange(beg, end, -1.0, dtype=torch.float)\n",
+            fixed="import torch\n"
+            "def f(x, window: int):\n"
+            "    beg, end = x.size(1) + window, -(window // 2)\n"
+            "    return torch.arange(beg, end, -1, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\ndef f(n: int):\n    return torch.arange(n, dtype=torch.float64).float()\n",
+            fixed="import torch\ndef f(n: int):\n    return torch.arange(n, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # Bounds not proven integral, a dtype known only at run time, in a method that no constructor runs:
+            # the enumeration stays floating, at float32 or wider.
+            "import torch\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def __init__(self, length):\n"
+            "        self.length = length\n"
+            "    def forward(self, x):\n"
+            "        return torch.arange(self.length, dtype=x.dtype)\n",
+            fixed="import torch\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def __init__(self, length):\n"
+            "        self.length = length\n"
+            "    def forward(self, x):\n"
+            "        return torch.arange(self.length, dtype=torch.promote_types(x.dtype, torch.float32))\n",
             safety=FixSafety.UNSAFE,
         ),
+        # Bounds not proven integral: an int64 enumeration could lose an element or raise, so no fix.
+        Invalid("import torch\ndef f(dim):\n    return torch.arange(0, 1, 4 / dim, dtype=torch.float32)\n"),
+        Invalid("import torch\ndef f(t: int):\n    return torch.arange(-t, t + 0.1, 1, dtype=torch.float32)\n"),
+        Invalid("import torch\ndef f(n: int, step):\n    return torch.arange(0, n, step, dtype=torch.float32)\n"),
+        Invalid("import torch\ndef f(n):\n    return torch.arange(n, dtype=torch.float64)\n"),
         Invalid(
-            "import torch\nfwd = torch.arange(beg, end, -1.0, dtype=torch.float)\n",
-            fixed="import torch\nfwd = torch.arange(beg, end, -1, dtype=torch.int64).float()\n",
-            safety=FixSafety.SAFE,
-        ),
-        Invalid(
-            "import torch\nt = torch.arange(n, dtype=torch.float32).float()\n",
-            fixed="import torch\nt = torch.arange(n, dtype=torch.int64).float()\n",
-            safety=FixSafety.SAFE,
+            # At construction, zero.Init casts a floating enumeration whatever its dtype.
+            "import torch\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def __init__(self, length, x):\n"
+            "        self.table = torch.arange(length, dtype=x.dtype)\n"
         ),
         Invalid(
             # No name for torch itself to write `torch.int64` with: flagged, not fixed.

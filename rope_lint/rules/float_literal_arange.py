@@ -31,17 +31,25 @@ class FloatLiteralArange(Rule):
 
     ## Example
     ```python
-    pos = torch.arange(0.0, seq_len, 1.0)
+    pos = torch.arange(0.0, hidden_states.shape[1], 1.0)
     ```
 
     ## Use instead
     ```python
-    pos = torch.arange(0, seq_len, 1, dtype=torch.int64).float()
+    pos = torch.arange(0, hidden_states.shape[1], 1, dtype=torch.int64).float()
     ```
 
     ## Fix safety
-    Safe: the literals are integral, so the int64 enumeration holds the same values, and `.float()` gives
-    the float32 result that the code had under the default dtype.
+    Safe: the int64 enumeration holds the same values, and `.float()` gives the float32 result that the
+    code had under the default dtype. Offered only where the other bounds are proven integral too
+    (integer literals, `len(...)`, `.shape[...]`, `.size(...)`, `int(...)`, `//`, parameters annotated
+    `int`, and names bound only to such values): `torch.arange(0.0, 2.5, 1.0)` has 3 elements, and its
+    int64 version 2. Where they are not, no fix is offered: the float rewrite that keeps the values is
+    the code as it stands, since outside a constructor the default dtype is float32.
+
+    ## Known problems
+    Bounds read from attributes (`self.dim`, `config.hidden_size`) are not proven integral, so their
+    findings come without a fix.
     """
 
     code = "RPL102"
@@ -56,12 +64,15 @@ class FloatLiteralArange(Rule):
             literals = enumerations.float_literals(call)
             if not literals or enumerations.dtype_argument(call) is not None or enumerations.is_fractional(call):
                 continue
-            yield self.report(
-                call,
+            hazard = (
                 "`torch.arange` with float literal bounds enumerates in the default dtype (bf16 under "
-                "`from_pretrained(torch_dtype=...)`); use integer bounds and int64, then `.float()`",
-                enumerations.int64_fix(ctx, call, FixSafety.SAFE),
+                "`from_pretrained(torch_dtype=...)`)"
             )
+            if enumerations.proven_integral(ctx, call):
+                fix = enumerations.int64_fix(ctx, call, None)
+                yield self.report(call, f"{hazard}; use integer bounds and int64, then `.float()`", fix)
+            else:
+                yield self.report(call, f"{hazard}; its other bounds are not proven integral, so int64 may change it")
 
     def fix(self, node: cst.CSTNode, payload: enumerations.Int64Enumeration) -> cst.CSTNode:
         from rope_lint.rules import edits
@@ -70,8 +81,8 @@ class FloatLiteralArange(Rule):
 
     examples = (
         Invalid(
-            "import torch\npos = torch.arange(0.0, seq_len, 1.0)\n",
-            fixed="import torch\npos = torch.arange(0, seq_len, 1, dtype=torch.int64).float()\n",
+            "import torch\ndef f(x):\n    return torch.arange(0.0, x.shape[1], 1.0)\n",
+            fixed="import torch\ndef f(x):\n    return torch.arange(0, x.shape[1], 1, dtype=torch.int64).float()\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
@@ -80,18 +91,28 @@ class FloatLiteralArange(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            "import torch\nbwd = torch.arange(-beg, -end, 1.0).float()\n",
-            fixed="import torch\nbwd = torch.arange(-beg, -end, 1, dtype=torch.int64).float()\n",
+            "import torch\ndef f(beg: int, end: int):\n    return torch.arange(-beg, -end, 1.0).float()\n",
+            fixed="import torch\n"
+            "def f(beg: int, end: int):\n"
+            "    return torch.arange(-beg, -end, 1, dtype=torch.int64).float()\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            "import torch\nseq = torch.arange(klen - 1, -1, -1.0)\n",
-            fixed="import torch\nseq = torch.arange(klen - 1, -1, -1, dtype=torch.int64).float()\n",
+            "import torch\n"
+            "def f(q, memory):\n"
+            "    klen = len(memory) + q.size(0)\n"
+            "    return torch.arange(klen - 1, -1, -1.0)\n",
+            fixed="import torch\n"
+            "def f(q, memory):\n"
+            "    klen = len(memory) + q.size(0)\n"
+            "    return torch.arange(klen - 1, -1, -1, dtype=torch.int64).float()\n",
             safety=FixSafety.SAFE,
         ),
+        # An end not proven integral: `torch.arange(0.0, 2.5, 1.0)` has 3 elements, its int64 version 2. No fix.
+        Invalid("import torch\ndef f(seq_len):\n    return torch.arange(0.0, seq_len, 1.0)\n"),
         Invalid(
             # No name for torch itself to write `torch.int64` with: flagged, not fixed.
-            "from torch import arange\npos = arange(0.0, seq_len, 1.0)\n",
+            "from torch import arange\npos = arange(0.0, 512, 1.0)\n",
         ),
         Valid("import torch\nsteps = torch.arange(0, 1, 0.1)\n"),
         Valid("import torch\nt = torch.arange(0, n, 2)\n"),

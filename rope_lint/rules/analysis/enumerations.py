@@ -1,14 +1,38 @@
-"""What the RPL1xx rules share about `torch.arange` calls, on the `ast` (on the text: `screens`)."""
+"""What the RPL1xx rules share about `torch.arange` calls, on the `ast` (on the text: `screens`).
+
+Whether an enumeration's bounds are integral is decided here alone (`proven_integral`): the rules offer an int64
+rewrite only where it holds, and the rope codemod asks the same question before it rewrites an `arange`.
+"""
 
 from __future__ import annotations
 
 import ast
 from collections import namedtuple
+from collections.abc import Callable
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis.context import FileContext, FunctionNode
+from rope_lint.rules.analysis.dtypes import FLOAT32_DTYPES, qualified_dtype
+
+if TYPE_CHECKING:
+    # How a scope binds a name: ("value", the expression), ("augmented", the AugAssign), ("range", the `range(...)`
+    # a loop runs over) or ("integral", None); None stands for a binding that proves nothing.
+    Binding = tuple[str, ast.AST | None]
+    # The (scope, name) pairs being proven, which a binding that reads its own name may assume.
+    Assumed = frozenset[tuple[ast.AST, str]]
 
 _BOUND_KEYWORDS = ("start", "end", "step")
+_FLOAT64_DTYPES = frozenset({"torch.float64", "torch.double"})
+# Calls whose result is an integer whatever their argument: a length, a size, a conversion, a rounding.
+_INTEGRAL_FUNCTIONS = frozenset({"len", "int", "round", "math.ceil", "math.floor", "math.trunc", "math.prod"})
+_INTEGRAL_METHODS = frozenset({"size", "numel", "dim", "__len__"})
+# Arithmetic that keeps integers integers. `//` is not here: it is integral whatever its operands.
+_INTEGRAL_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Mod)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (*_FUNCTIONS, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_MAX_DEPTH = 12
 
 
 def literal_number(node: ast.expr) -> int | float | None:
@@ -39,31 +63,311 @@ def dtype_argument(call: ast.Call) -> ast.expr | None:
     return next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
 
 
-class Int64Enumeration(namedtuple("Int64Enumeration", ("torch", "cast_to_float"))):
-    """The fix payload of the arange rules: make the call an int64 enumeration (`edits.int64_enumeration`)."""
+# Is the enumeration integral?
+
+
+def proven_integral(ctx: FileContext, call: ast.Call) -> bool:
+    """Whether the start, the end and the step of `torch.arange(...)` are all integers, by the code alone.
+
+    Only then does an int64 enumeration hold the same elements: `torch.arange(-3, 3 + 0.1, 1)` has 7 in float32 and
+    6 in int64, and a step of `4 / dim` truncates to 0 ("step must be nonzero"). Integral are: integer literals and
+    float literals with an integral value; `len(...)`, `int(...)`, `round(...)`, `math.ceil/floor/trunc(...)`,
+    `.size(...)`, `.numel()` and `.shape[...]`; `//` of anything, and `+ - * %`, unary minus, `max`/`min` and
+    `abs` of integrals; a parameter annotated `int`; and a name whose every binding in its scope is one of these
+    (an assignment, an unpacking of `.shape` or `.size()`, a `for` over `range(...)`, an augmented assignment).
+    Anything else, an attribute such as `self.max_len` included, is not proven.
+    """
+    scope = _innermost_scope(ctx, call)
+    return scope is not None and all(_is_integral(ctx, bound, scope, 0, frozenset()) for bound in bounds(call))
+
+
+def _is_integral(ctx: FileContext, node: ast.expr, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    value = literal_number(node)
+    if value is not None:
+        return float(value).is_integer()
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.USub | ast.UAdd) and _is_integral(ctx, node.operand, scope, depth + 1, assumed)
+    if isinstance(node, ast.BinOp):
+        # Floor division of any real numbers, Python's or a tensor's, yields an integral value.
+        if isinstance(node.op, ast.FloorDiv):
+            return True
+        return isinstance(node.op, _INTEGRAL_OPERATORS) and all(
+            _is_integral(ctx, operand, scope, depth + 1, assumed) for operand in (node.left, node.right)
+        )
+    if isinstance(node, ast.Subscript):
+        return _is_shape(node.value) and not isinstance(node.slice, ast.Slice)
+    if isinstance(node, ast.Call):
+        return _is_integral_call(ctx, node, scope, depth, assumed)
+    if isinstance(node, ast.Name):
+        return _name_is_integral(ctx, node, scope, depth, assumed)
+    return False
+
+
+def _is_shape(node: ast.expr) -> bool:
+    """`x.shape`, or `x.size()`: indexed, either gives an int."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "shape"
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size"
+
+
+def _is_integral_call(ctx: FileContext, call: ast.Call, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _INTEGRAL_METHODS:
+        # `x.size()` with no dimension is a whole shape, no bound; with one it is that dimension's length.
+        return func.attr != "size" or bool(call.args or call.keywords)
+    name = func.id if isinstance(func, ast.Name) and func.id not in ctx.imported_names else ctx.qualified_name(func)
+    if name in _INTEGRAL_FUNCTIONS:
+        # `round(x, 2)` keeps decimals; with one argument it is an int.
+        return not (name == "round" and len(call.args) > 1) and not call.keywords
+    if name in ("max", "min", "abs") and call.args and not call.keywords:
+        return all(_is_integral(ctx, argument, scope, depth + 1, assumed) for argument in call.args)
+    return False
+
+
+def _name_is_integral(ctx: FileContext, name: ast.Name, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
+    """Every binding of the name, in the scope Python resolves it to from `scope`, is integral."""
+    resolved = _resolving_scope(ctx, name.id, scope)
+    if resolved is None:
+        return False
+    key = (resolved, name.id)
+    # A binding that reads the name itself (`n = n + 1`, `n += 2`) holds when the others do: the name had a value
+    # from one of them first.
+    if key in assumed:
+        return True
+    bindings = ctx.derived(_bindings_in, resolved)[name.id]
+    return all(
+        binding is not None and _binding_is_integral(ctx, binding, resolved, depth + 1, assumed | {key})
+        for binding in bindings
+    )
+
+
+def _binding_is_integral(ctx: FileContext, binding: Binding, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
+    kind, node = binding
+    if kind == "integral":
+        return True
+    if kind == "value":
+        return _is_integral(ctx, node, scope, depth, assumed)
+    if kind == "augmented":
+        assert isinstance(node, ast.AugAssign)
+        return isinstance(node.op, ast.FloorDiv) or (
+            isinstance(node.op, _INTEGRAL_OPERATORS) and _is_integral(ctx, node.value, scope, depth, assumed)
+        )
+    # "range": a loop variable over `range(...)`, integral when the range's arguments are.
+    assert isinstance(node, ast.Call)
+    return all(_is_integral(ctx, argument, scope, depth, assumed) for argument in node.args)
+
+
+def _innermost_scope(ctx: FileContext, node: ast.AST) -> ast.AST | None:
+    """The function, lambda, comprehension, class body or module that `node` is evaluated in."""
+    current = ctx.parent(node)
+    while current is not None and not isinstance(current, (*_SCOPES, ast.ClassDef, ast.Module)):
+        current = ctx.parent(current)
+    return current
+
+
+def _resolving_scope(ctx: FileContext, name: str, scope: ast.AST) -> ast.AST | None:
+    """The scope that a name read in `scope` resolves to, as Python resolves it: the innermost enclosing function,
+    lambda, comprehension or module that binds it; a class body only where the name is read in it directly. None
+    for a name that some code declares `global` or `nonlocal`, and so may bind out of sight, or that the file
+    binds nowhere (a builtin)."""
+    current: ast.AST | None = scope
+    while current is not None:
+        if current is scope or not isinstance(current, ast.ClassDef):
+            if isinstance(current, (*_FUNCTIONS, ast.Module)) and name in ctx.derived(_declared_elsewhere, current):
+                return None
+            if name in ctx.derived(_bindings_in, current):
+                return current
+        current = _innermost_scope(ctx, current)
+    return None
+
+
+def _bindings_in(ctx: FileContext, scope: ast.AST) -> dict[str, list[Binding | None]]:
+    """Every binding of every name in one scope, not in the scopes nested in it."""
+    found: dict[str, list[Binding | None]] = {}
+
+    def bind(name: str, binding: Binding | None) -> None:
+        found.setdefault(name, []).append(binding)
+
+    if isinstance(scope, FunctionNode | ast.Lambda):
+        arguments = scope.args
+        for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+            bind(argument.arg, ("integral", None) if _annotated_int(argument) else None)
+        for argument in (arguments.vararg, arguments.kwarg):
+            if argument is not None:
+                bind(argument.arg, None)
+    if isinstance(scope, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        for generator in scope.generators:
+            _bind_loop_target(generator.target, generator.iter, bind)
+        return found
+    body = [scope.body] if isinstance(scope, ast.Lambda) else scope.body
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, FunctionNode | ast.ClassDef):
+            bind(node.name, None)
+            pending.extend(node.decorator_list)
+            continue
+        if isinstance(node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            # Their own scopes; only a walrus in a comprehension binds out here.
+            pending.extend(n for n in ast.walk(node) if isinstance(n, ast.NamedExpr))
+            continue
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                _bind_target(target, node.value, bind)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            _bind_target(node.target, node.value, bind)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            bind(node.target.id, ("augmented", node))
+        elif isinstance(node, ast.NamedExpr):
+            bind(node.target.id, ("value", node.value))
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            _bind_loop_target(node.target, node.iter, bind)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                bind((alias.asname or alias.name).split(".")[0], None)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            _bind_target(node.optional_vars, None, bind)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            bind(node.name, None)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bind(node.rest, None)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _declared_elsewhere(ctx: FileContext, scope: ast.AST) -> set[str]:
+    """The names declared `global` or `nonlocal` in a function or module, nested functions included: a binding of
+    the name in one scope rebinds it in another."""
+    return {name for node in ast.walk(scope) if isinstance(node, ast.Global | ast.Nonlocal) for name in node.names}
+
+
+def _bind_loop_target(target: ast.expr, iterable: ast.expr, bind: Callable[[str, Binding | None], None]) -> None:
+    """A loop variable over `range(...)` is an int when the range's arguments are; any other proves nothing."""
+    is_range = isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range"
+    if is_range and isinstance(target, ast.Name):
+        bind(target.id, ("range", iterable))
+    else:
+        _bind_target(target, None, bind)
+
+
+def _bind_target(target: ast.expr, value: ast.expr | None, bind: Callable[[str, Binding | None], None]) -> None:
+    """Bind the names of an assignment target to their values; None binds them to nothing proven. Unpacking
+    `.shape` or `.size()` binds ints."""
+    if isinstance(target, ast.Name):
+        bind(target.id, None if value is None else ("value", value))
+        return
+    if isinstance(target, ast.Starred):
+        _bind_target(target.value, None, bind)
+        return
+    if not isinstance(target, ast.Tuple | ast.List):
+        return  # an attribute or a subscript: no name bound
+    pairs = isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts)
+    if pairs and not any(isinstance(element, ast.Starred) for element in (*value.elts, *target.elts)):
+        for element, element_value in zip(target.elts, value.elts, strict=True):
+            _bind_target(element, element_value, bind)
+        return
+    unpacks_a_shape = value is not None and _is_shape(value)
+    for element in target.elts:
+        if unpacks_a_shape and isinstance(element, ast.Name):
+            bind(element.id, ("integral", None))
+        else:
+            _bind_target(element, None, bind)
+
+
+def _annotated_int(argument: ast.arg) -> bool:
+    annotation = argument.annotation
+    if isinstance(annotation, ast.Constant):  # a string annotation: `n: "int"`
+        return annotation.value == "int"
+    return isinstance(annotation, ast.Name) and annotation.id == "int"
+
+
+# The fixes
+
+
+class Int64Enumeration(namedtuple("Int64Enumeration", ("torch", "cast"))):
+    """The fix payload that makes the call an int64 enumeration and casts it back (`edits.int64_enumeration`)."""
 
     __slots__ = ()
     torch: str  # the name to write `<torch>.int64` with
-    cast_to_float: bool  # whether to append `.float()`: False where the call is cast with `.float()` already
+    cast: str  # the method call appended: "float()", "double()", "to(...)"; "" where `.float()` follows already
 
 
-def int64_fix(ctx: FileContext, call: ast.Call, safety: FixSafety) -> Fix | None:
-    """The fix that makes `call` an int64 enumeration cast with `.float()`.
+class PromotedDtype(namedtuple("PromotedDtype", ("dtype",))):
+    """The fix payload that keeps a floating enumeration and writes its `dtype=` (`edits.promoted_dtype`)."""
 
-    None when the file has no name for torch itself to write `torch.int64` with.
-    """
-    alias = _torch_alias(ctx, call)
-    if alias is None:
-        return None
-    return Fix(safety, Int64Enumeration(alias, cast_to_float=not _is_cast_to_float32(ctx, ctx.parent(call))))
+    __slots__ = ()
+    dtype: str  # the code of the new dtype
 
 
-def _torch_alias(ctx: FileContext, call: ast.Call) -> str | None:
+def torch_alias(ctx: FileContext, call: ast.Call) -> str | None:
     """The name to write `<alias>.int64` with: the one this call reached torch through, else any import of it."""
     func = call.func
     if isinstance(func, ast.Attribute) and ctx.qualified_name(func.value) == "torch":
         return ast.unparse(func.value)
     return ctx.module_alias("torch")
+
+
+def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None) -> Fix | None:
+    """The fix that makes `call` an int64 enumeration, cast back to the floating dtype it had, or a wider one; for a
+    call whose bounds are `proven_integral` only. `dtype` is its `dtype=`, None for the default dtype.
+
+    A dtype is never lowered: float64 comes back with `.double()`; float32 and the default dtype (float32 unless
+    the code sets another) with `.float()`; bf16 and fp16 with `.float()`, a raise; a dtype known only at run time
+    (`x.dtype`, a parameter, `torch.get_default_dtype()`), which may be float64, with
+    `.to(torch.promote_types(<dtype>, torch.float32))`. Safe where the dtype stays what it was. None when the file
+    has no name for torch itself to write `torch.int64` with.
+    """
+    alias = torch_alias(ctx, call)
+    if alias is None:
+        return None
+    literal = None if dtype is None else qualified_dtype(ctx, dtype)
+    if dtype is None or literal in FLOAT32_DTYPES:
+        safety, cast = FixSafety.SAFE, "float()"
+    elif literal in _FLOAT64_DTYPES:
+        safety, cast = FixSafety.SAFE, "double()"
+    elif literal is not None:
+        safety, cast = FixSafety.UNSAFE, "float()"
+    else:
+        safety, cast = FixSafety.UNSAFE, f"to({promoted(alias, dtype)})"
+    # Where `.float()` follows already, the result is float32 whatever the dtype was, and stays so.
+    if _is_cast_to_float32(ctx, ctx.parent(call)):
+        cast = ""
+    return Fix(safety, Int64Enumeration(alias, cast))
+
+
+def promoted(alias: str, dtype: ast.expr) -> str:
+    """The code of the dtype that is `dtype` or wider, never narrower than float32: bf16 and fp16 give float32,
+    float64 stays float64."""
+    return f"{alias}.promote_types({ast.unparse(dtype)}, {alias}.float32)"
+
+
+def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix | None:
+    """The fix that keeps a floating enumeration whose bounds are not proven integral, in a dtype of at least
+    float32: `dtype=torch.promote_types(<dtype>, torch.float32)`. Only where the call cannot run at construction,
+    where zero.Init would cast it whatever its dtype."""
+    alias = torch_alias(ctx, call)
+    if alias is None or may_run_at_construction(ctx, call):
+        return None
+    return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype)))
+
+
+def may_run_at_construction(ctx: FileContext, node: ast.AST) -> bool:
+    """Whether `node` may run while a model's constructor runs, where zero.Init casts every floating tensor that
+    `torch.arange` returns: in `__init__` or a method it reaches (`rotary.construction_methods`), and, as any
+    constructor may call them, in a plain function, at module level, or in a class that inherits its `__init__`."""
+    functions = list(ctx.enclosing_functions(node))
+    if not functions:
+        return True
+    cls = ctx.parent(functions[-1])
+    if not isinstance(cls, ast.ClassDef) or not any(method.name == "__init__" for method in rotary.methods(cls)):
+        return True
+    return functions[-1].name in ctx.derived(_construction_methods, cls)
+
+
+def _construction_methods(ctx: FileContext, cls: ast.ClassDef) -> set[str]:
+    return rotary.construction_methods(cls)
 
 
 def _is_cast_to_float32(ctx: FileContext, node: ast.AST | None) -> bool:
