@@ -1,5 +1,6 @@
-"""What `rope-lint fix` prints: with `--diff` the diff, then the findings left, with `--statistics` the findings
-fixed per code and what changed, and a closing count. The files a fix could not be applied to go to stderr."""
+"""What `rope-lint fix` prints: with `--diff` the diff, then the findings left, with `--verify` a line for each class,
+function and model checked, with `--statistics` the findings fixed per code and what changed, and a closing count. The
+files a fix could not be applied to go to stderr."""
 
 from __future__ import annotations
 
@@ -10,14 +11,44 @@ from rope_lint.output import counted
 from rope_lint.output.statistics import counts
 from rope_lint.output.text import lines
 
+# What `fix --verify` found of one class, function or model.
+VERIFIED = "verified"  # the original and the fixed code compute the same in fp32, and the conditions found no harm
+FAILED = "failed"  # they differ, or the fixed code fails where the original works: the file is not written
+NOT_BUILT = "could not build"  # a class (or model) the original code could not build: nothing proven either way
+NOT_CALLED = "could not call"  # a function no arguments could be found for, or a non-rotary class's method
+
+
+class Verification(namedtuple("Verification", ("path", "line", "name", "status", "detail"))):
+    """One class, function or model that `fix --verify` checked: where it is defined, its name, its status (VERIFIED,
+    FAILED, NOT_BUILT or NOT_CALLED) and what was measured or why it failed or could not be checked."""
+
+    __slots__ = ()
+    path: str
+    line: int
+    name: str
+    status: str
+    detail: str
+
+    def render(self) -> str:
+        if self.status == FAILED:
+            return f"{self.path}:{self.line}: {self.name} not verified: {self.detail}\n"
+        if self.status == VERIFIED:
+            return f"{self.path}:{self.line}: {self.name} verified ({self.detail})\n"
+        return f"{self.path}:{self.line}: {self.name} {self.status}: {self.detail}\n"
+
 
 class FixReport(
-    namedtuple("FixReport", ("fixed", "remaining", "diff", "failures", "files_changed", "copy_groups", "written"))
+    namedtuple(
+        "FixReport",
+        ("fixed", "remaining", "diff", "failures", "files_changed", "copy_groups", "written", "verifications"),
+        defaults=(None,),
+    )
 ):
     """What a fix did: the findings it fixed and those left (findings about the run included); with `written`
     false the files were left as they were and `diff` is what the fix would change, as a unified diff; `failures`
-    are the (path, reason) of files a fix could not be applied to; `files_changed` the files rewritten and
-    `copy_groups` the `# Copied from` groups checked after the rewrite."""
+    are the (path, reason) of files a fix could not be applied to, or whose rewrite failed verification;
+    `files_changed` the files rewritten and `copy_groups` the `# Copied from` groups checked after the rewrite;
+    `verifications`, with `--verify`, what was checked of each changed file (None without it)."""
 
     __slots__ = ()
     fixed: list[Diagnostic]
@@ -27,17 +58,31 @@ class FixReport(
     files_changed: int
     copy_groups: int
     written: bool
+    verifications: list[Verification] | None  # default None
+
+    @property
+    def verification_failed(self) -> bool:
+        return any(v.status == FAILED for v in self.verifications or ())
 
 
 def render(report: FixReport, statistics: bool = False) -> str:
     """The standard output of `fix`; `statistics` adds the counts of `--statistics`."""
     parts = [report.diff, lines(report.remaining)]
+    if report.verifications is not None:
+        parts += [v.render() for v in report.verifications]
+        parts.append(_verification_summary(report.verifications))
     if statistics:
         changed, groups = counted(report.files_changed, "file"), counted(report.copy_groups, "copy group")
         parts += [counts(report.fixed), f"{changed} changed, {groups} checked.\n"]
     verb = "Fixed" if report.written else "Would fix"
     parts.append(f"{verb} {counted(len(report.fixed), 'finding')}, {len(report.remaining)} remaining.\n")
     return "".join(parts)
+
+
+def _verification_summary(verifications: list[Verification]) -> str:
+    checked = {status: sum(v.status == status for v in verifications) for status in (VERIFIED, FAILED)}
+    unverifiable = len(verifications) - checked[VERIFIED] - checked[FAILED]
+    return f"Verified {checked[VERIFIED]}, {checked[FAILED]} failed, {unverifiable} could not be checked.\n"
 
 
 def failures(report: FixReport) -> str:

@@ -1,0 +1,155 @@
+"""Verifying the changed files of a fix, one file at a time, before any is written.
+
+For each file, the original and the fixed text are imported side by side (`loading`); then
+- every rotary class the file defines (the probe's test, `probe.discover.rotary_classes_of`) is built both ways and
+  compared, and run under the probe's conditions (`classes`);
+- every top-level function the fix changed is called both ways on arguments derived from its signature
+  (`functions`);
+- every top-level name whose assignment the fix changed is compared as a value;
+- a changed class that is not rotary is reported as one whose methods were not called.
+A file fails when any of these fails, or when its fixed text does not import where its original does.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import types
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+
+from rope_lint.output.fix_report import FAILED, NOT_BUILT, NOT_CALLED, VERIFIED, Verification
+from rope_lint.probe.build import describe
+from rope_lint.probe.discover import quiet_model_code, rotary_classes_of
+from rope_lint.verify.classes import check_class
+from rope_lint.verify.compare import TOLERANCE, Mismatch, relative_difference
+from rope_lint.verify.functions import check_function
+from rope_lint.verify.loading import FIXED_SUFFIX, ORIGINAL_SUFFIX, load_sibling, unload
+
+
+def verify_changes(changes: Sequence[tuple[Path, str, str]]) -> list[Verification]:
+    """What each changed file's check found, file by file in the order given, each file's lines by position.
+
+    `changes` holds (path, original text, fixed text) for each file the fix would rewrite; nothing is written.
+    """
+    found: list[Verification] = []
+    with _single_threaded(), quiet_model_code():
+        for path, original, fixed in changes:
+            found += verify_file(path, original, fixed)
+    return found
+
+
+@contextlib.contextmanager
+def _single_threaded() -> Iterator[None]:
+    # The tables are small; on a few cores OpenMP's hand-offs between threads cost more than the work.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def verify_file(path: Path, original: str, fixed: str) -> list[Verification]:
+    """The checks of one file (see the module's docstring)."""
+    try:
+        original_module = load_sibling(path, original, ORIGINAL_SUFFIX)
+    except (Exception, SystemExit) as error:
+        reason = f"the original module does not import: {describe(error)}"
+        return [Verification(str(path), 1, path.name, NOT_BUILT, reason)]
+    try:
+        try:
+            fixed_module = load_sibling(path, fixed, FIXED_SUFFIX)
+        except (Exception, SystemExit) as error:
+            reason = f"the fixed module does not import where the original does: {describe(error)}"
+            return [Verification(str(path), 1, path.name, FAILED, reason)]
+        try:
+            found = _checks(path, original, fixed, original_module, fixed_module)
+        finally:
+            unload(fixed_module)
+    finally:
+        unload(original_module)
+    return sorted(found, key=lambda verification: verification.line)
+
+
+def _checks(
+    path: Path, original: str, fixed: str, original_module: types.ModuleType, fixed_module: types.ModuleType
+) -> list[Verification]:
+    before, after = _top_level(original), _top_level(fixed)
+    changed = [name for name, node in after.items() if name not in before or _differs(before[name], node)]
+    found = []
+    rotary = [cls for cls in rotary_classes_of(original_module) if cls.__module__ == original_module.__name__]
+    for cls in rotary:
+        line = _line(after, cls.__name__)
+        fixed_cls = getattr(fixed_module, cls.__name__, None)
+        if not isinstance(fixed_cls, type):
+            found.append(Verification(str(path), line, cls.__name__, FAILED, "the fixed module no longer defines it"))
+            continue
+        check = check_class(cls, fixed_cls)
+        found.append(Verification(str(path), line, cls.__name__, check.status, check.detail))
+    checked = {cls.__name__ for cls in rotary}
+    for name in changed:
+        if name in checked or name not in before:
+            continue
+        node = after[name]
+        if isinstance(node, ast.ClassDef):
+            reason = "not a rotary class, so its methods were not called"
+            found.append(Verification(str(path), node.lineno, name, NOT_CALLED, reason))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(_function(path, node, getattr(original_module, name, None), getattr(fixed_module, name, None)))
+        else:
+            found.append(_value(path, node, name, original_module, fixed_module))
+    return found
+
+
+def _function(path: Path, node: ast.AST, original: object, fixed: object) -> Verification:
+    name = getattr(node, "name", "")
+    if isinstance(node, ast.AsyncFunctionDef) or not (callable(original) and callable(fixed)):
+        return Verification(str(path), node.lineno, name, NOT_CALLED, "not a plain function once defined")
+    status, detail = check_function(original, fixed)
+    return Verification(str(path), node.lineno, name, status, detail)
+
+
+def _value(
+    path: Path, node: ast.AST, name: str, original_module: types.ModuleType, fixed_module: types.ModuleType
+) -> Verification:
+    """A top-level name bound by a changed statement: its value in the fixed module against the original's."""
+    missing = object()
+    original, fixed = getattr(original_module, name, missing), getattr(fixed_module, name, missing)
+    if original is missing or fixed is missing:
+        return Verification(str(path), node.lineno, name, NOT_CALLED, "not bound when the module is imported")
+    try:
+        difference = relative_difference(original, fixed, name)
+    except Mismatch as mismatch:
+        return Verification(str(path), node.lineno, name, FAILED, f"fp32 {mismatch}")
+    if difference > TOLERANCE:
+        detail = f"fp32 values differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)"
+        return Verification(str(path), node.lineno, name, FAILED, detail)
+    return Verification(str(path), node.lineno, name, VERIFIED, f"fp32 max rel diff {difference:.3g}, as a value")
+
+
+def _top_level(text: str) -> dict[str, ast.stmt]:
+    """The module's top-level definitions and assignments to a plain name, by name (the last one of a name)."""
+    named: dict[str, ast.stmt] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            named[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for leaf in ast.walk(target):
+                    if isinstance(leaf, ast.Name):
+                        named[leaf.id] = node
+    return named
+
+
+def _differs(before: ast.AST, after: ast.AST) -> bool:
+    """Whether the code differs, formatting and comments aside."""
+    return ast.dump(before) != ast.dump(after)
+
+
+def _line(definitions: dict[str, ast.stmt], name: str) -> int:
+    node = definitions.get(name)
+    return node.lineno if node is not None else 1

@@ -1,0 +1,148 @@
+"""A rotary class, original and fixed, built the way the probe builds it and compared.
+
+The probe works out how to build the original class and call its forward (`probe.build.find_recipes`); the fixed
+class is built and called the same way. In fp32 their forward outputs for positions 0..N-1 must agree to within
+`compare.TOLERANCE` (relative), with the same structure, dtypes and shapes, and their `state_dict`s must have the
+same keys and shapes. Then the fixed class runs under each of the probe's conditions: it must build wherever the
+original builds, and its tables must stay within the probe's threshold of the float64 reference wherever the
+original's do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import nn
+
+from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
+from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe, find_recipes
+from rope_lint.probe.reference import reference_for
+from rope_lint.probe.report import measure
+from rope_lint.probe.runner import tables_under
+from rope_lint.probe.triggers import TRIGGERS, Trigger
+from rope_lint.verify.compare import TOLERANCE, Mismatch, relative_difference, state_dict_difference
+
+POSITIONS = 4096
+THRESHOLD = 4e-3  # the probe's default: about one bf16 rounding of values up to 1
+# fp32 is the side-by-side comparison itself. The real zero.Init needs DeepSpeed and a distributed init; its
+# stand-in patches the same tensor constructors in the same way.
+CONDITIONS: tuple[Trigger, ...] = tuple(
+    trigger for name, trigger in TRIGGERS.items() if name not in ("fp32", "deepspeed-zero-init")
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassCheck:
+    """What checking one class found: a status of `output.fix_report` and the detail to print."""
+
+    status: str
+    detail: str
+
+
+def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> ClassCheck:
+    """Build both classes as the probe builds the original, and compare them (see the module's docstring)."""
+    try:
+        recipes = find_recipes(original_cls, POSITIONS)
+    except Exception as error:  # CannotBuild, or anything the class raised while it was inspected
+        return ClassCheck(NOT_BUILT, describe(error))
+    built = [entry for entry in recipes if not isinstance(entry, CannotBuild)]
+    differences, clean, notes = [], 0, []
+    for recipe, tables in built:
+        variant = f"{recipe.variant}: " if recipe.variant else ""
+        try:
+            difference = _compare_fp32(recipe, dataclasses.replace(recipe, cls=fixed_cls))
+            conditions_clean, note = _check_conditions(recipe, tables, dataclasses.replace(recipe, cls=fixed_cls))
+        except _Failure as failure:
+            return ClassCheck(FAILED, f"{variant}{failure}")
+        differences.append(difference)
+        clean += conditions_clean
+        notes += [f"{variant}{note}"] if note else []
+    not_built = [str(entry) for entry in recipes if isinstance(entry, CannotBuild)]
+    detail = f"fp32 max rel diff {max(differences):.3g}, {clean} conditions clean"
+    if len(built) > 1:
+        detail += f" over {len(built)} variants"
+    extras = notes + [f"not built: {reason}" for reason in not_built]
+    return ClassCheck(VERIFIED, "; ".join([detail, *extras]))
+
+
+class _Failure(Exception):
+    """The fixed class differs from the original or fails where it works; the message says how."""
+
+
+def _forward_output(recipe: Recipe) -> tuple[nn.Module, Any]:
+    """The class built and called in fp32 as the recipe says, and what its forward returned, as it returned it."""
+    torch.manual_seed(0)  # a class with random parameters draws the same ones both times
+    module = construct(recipe)
+    returned: list[Any] = []
+    hook = module.register_forward_hook(lambda _module, _inputs, output: returned.append(output))
+    try:
+        call_forward(module, recipe, torch.float32)
+    finally:
+        hook.remove()
+    return module, returned[-1]
+
+
+def _compare_fp32(original: Recipe, fixed: Recipe) -> float:
+    """The fp32 relative difference of the forward outputs; raises _Failure when they or the state_dicts differ."""
+    original_module, original_output = _forward_output(original)
+    try:
+        fixed_module, fixed_output = _forward_output(fixed)
+    except Exception as error:
+        raise _Failure(f"the fixed class fails in fp32 where the original works: {describe(error)}") from error
+    try:
+        difference = relative_difference(original_output, fixed_output, "forward output")
+    except Mismatch as mismatch:
+        raise _Failure(f"fp32 {mismatch}") from mismatch
+    if difference > TOLERANCE:
+        raise _Failure(f"fp32 forward outputs differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)")
+    state_dicts = state_dict_difference(original_module, fixed_module)
+    if state_dicts is not None:
+        raise _Failure(state_dicts)
+    return difference
+
+
+def _check_conditions(original: Recipe, fp32_tables: Tables, fixed: Recipe) -> tuple[int, str | None]:
+    """Run the fixed class under each condition: the number where its tables are clean, and a note of those where it
+    is no better than the original. Raises _Failure where it fails or exceeds the threshold and the original does
+    not."""
+    try:
+        reference: Tables | None = reference_for(original, fp32_tables).tables
+        unmeasured = None
+    except ValueError as error:  # the tables cannot be judged, but the fixed class must still build where it did
+        reference, unmeasured = None, f"tables not measured, no float64 reference: {error}"
+    clean, as_before = 0, []
+    for condition in CONDITIONS:
+        fixed_outcome = _outcome(condition, fixed, reference)
+        if fixed_outcome in (CLEAN, BUILT):
+            clean += fixed_outcome == CLEAN
+            continue
+        original_outcome = _outcome(condition, original, reference)
+        fails = fixed_outcome.startswith(FAILS) and not original_outcome.startswith(FAILS)
+        if fails or original_outcome in (CLEAN, BUILT):
+            raise _Failure(f"under {condition.name} the fixed class {fixed_outcome}; the original does not")
+        as_before.append(condition.name)
+    notes = [f"as the original under {', '.join(as_before)}"] if as_before else []
+    return clean, "; ".join([*notes, *([unmeasured] if unmeasured else [])]) or None
+
+
+# What a condition did to a class's tables; a failure or an excess comes with its detail after the word.
+CLEAN, BUILT, FAILS, EXCEEDS = "clean", "built", "fails", "exceeds"
+
+
+def _outcome(condition: Trigger, recipe: Recipe, reference: Tables | None) -> str:
+    """CLEAN; BUILT when there is no reference to measure against; or what went wrong under the condition."""
+    try:
+        tables = tables_under(condition, recipe)
+    except Exception as error:
+        return f"{FAILS}: {describe(error)}"
+    if reference is None:
+        return BUILT
+    if tables.cos.shape != reference.cos.shape:
+        return f"{FAILS}: tables of shape {tuple(tables.cos.shape)}, expected {tuple(reference.cos.shape)}"
+    measurement = measure(tables, reference, THRESHOLD)
+    if measurement.first_wrong_position is None:
+        return CLEAN
+    error = max(measurement.cos_max_abs_error, measurement.sin_max_abs_error)
+    return f"{EXCEEDS} {THRESHOLD:g} (max error {error:.3g} from position {measurement.first_wrong_position})"

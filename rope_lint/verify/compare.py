@@ -1,0 +1,100 @@
+"""What the original and the fixed code return, compared: structure, dtypes, shapes and values in fp32."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+# The largest relative difference allowed between the original's and the fixed code's fp32 results.
+TOLERANCE = 1e-6
+
+
+class Mismatch(Exception):
+    """The results differ; the message says where and how."""
+
+
+def relative_difference(original: Any, fixed: Any, where: str = "result") -> float:
+    """The largest relative difference between two results of the same structure: tensors compared as
+    max|fixed - original| / max|original| (NaN and infinities must sit where the original's do), numbers likewise,
+    tuples, lists and dicts item by item, anything else by equality. Raises Mismatch for a different structure,
+    dtype or shape, or values that are not comparable."""
+    if isinstance(original, torch.Tensor) or isinstance(fixed, torch.Tensor):
+        return _tensor_difference(original, fixed, where)
+    if isinstance(original, (tuple, list)) and type(original) is type(fixed):
+        if len(original) != len(fixed):
+            raise Mismatch(f"{where}: {len(original)} items became {len(fixed)}")
+        items = [
+            relative_difference(a, b, f"{where}[{index}]")
+            for index, (a, b) in enumerate(zip(original, fixed, strict=True))
+        ]
+        return max(items, default=0.0)
+    if isinstance(original, Mapping) and isinstance(fixed, Mapping):
+        if list(original) != list(fixed):
+            raise Mismatch(f"{where}: keys {list(original)} became {list(fixed)}")
+        return max((relative_difference(original[k], fixed[k], f"{where}[{k!r}]") for k in original), default=0.0)
+    if isinstance(original, (int, float)) and type(original) is type(fixed) and not isinstance(original, bool):
+        return _number_difference(float(original), float(fixed), where)
+    if type(original) is not type(fixed):
+        raise Mismatch(f"{where}: {type(original).__name__} became {type(fixed).__name__}")
+    try:
+        equal = bool(original == fixed)
+    except Exception:  # an object without a usable equality: its type is all there is to compare
+        return 0.0
+    if not equal:
+        raise Mismatch(f"{where}: {original!r} became {fixed!r}")
+    return 0.0
+
+
+def _number_difference(original: float, fixed: float, where: str) -> float:
+    if (math.isnan(original) and math.isnan(fixed)) or original == fixed:
+        return 0.0
+    if not (math.isfinite(original) and math.isfinite(fixed)):
+        raise Mismatch(f"{where}: {original!r} became {fixed!r}")
+    return abs(fixed - original) / max(abs(original), abs(fixed))
+
+
+def _tensor_difference(original: Any, fixed: Any, where: str) -> float:
+    if not (isinstance(original, torch.Tensor) and isinstance(fixed, torch.Tensor)):
+        raise Mismatch(f"{where}: {type(original).__name__} became {type(fixed).__name__}")
+    if original.dtype != fixed.dtype:
+        raise Mismatch(f"{where}: dtype {original.dtype} became {fixed.dtype}")
+    if original.shape != fixed.shape:
+        raise Mismatch(f"{where}: shape {tuple(original.shape)} became {tuple(fixed.shape)}")
+    if original.device.type == "meta" or fixed.device.type == "meta" or original.numel() == 0:
+        return 0.0
+    original, fixed = original.detach().cpu(), fixed.detach().cpu()
+    if not (original.is_floating_point() or original.is_complex()):
+        if not torch.equal(original, fixed):
+            raise Mismatch(f"{where}: integer values differ")
+        return 0.0
+    wide = torch.complex128 if original.is_complex() else torch.float64
+    original, fixed = original.to(wide), fixed.to(wide)
+    finite = original.isfinite()
+    # NaN stays NaN and an infinity the same infinity: anything else where the original is not finite is a change.
+    same_special = (original.isnan() & fixed.isnan()) | (original == fixed)
+    if not bool((finite | same_special).all()) or not bool(fixed[finite].isfinite().all()):
+        raise Mismatch(f"{where}: non-finite values differ")
+    if not bool(finite.any()):
+        return 0.0
+    scale = original[finite].abs().max().item()
+    difference = (fixed[finite] - original[finite]).abs().max().item()
+    if difference == 0.0:
+        return 0.0
+    return difference / scale if scale > 0 else math.inf
+
+
+def state_dict_difference(original: torch.nn.Module, fixed: torch.nn.Module) -> str | None:
+    """How the fixed module's `state_dict` keys or shapes differ from the original's (what a checkpoint holds and
+    loads), or None when they agree."""
+    before = {key: tuple(value.shape) for key, value in original.state_dict().items()}
+    after = {key: tuple(value.shape) for key, value in fixed.state_dict().items()}
+    if before == after:
+        return None
+    lost, gained = sorted(before.keys() - after.keys()), sorted(after.keys() - before.keys())
+    if lost or gained:
+        return f"state_dict keys differ (lost {lost or 'none'}, gained {gained or 'none'})"
+    key = next(key for key in before if before[key] != after[key])
+    return f"state_dict {key!r} has shape {after[key]}, the original {before[key]}"
