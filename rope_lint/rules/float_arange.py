@@ -90,8 +90,9 @@ class FloatArange(Rule):
                 "and bf16 runs round above 256"
             )
             if enumerations.proven_integral(ctx, call):
+                cast = enumerations.cast_back_hint(ctx, dtype)
                 yield self.report(
-                    call, f"{hazard}; enumerate in int64, then cast", enumerations.int64_fix(ctx, call, dtype)
+                    call, f"{hazard}; enumerate in int64, then {cast}", enumerations.int64_fix(ctx, call, dtype)
                 )
             else:
                 # An int64 enumeration of bounds not proven integral could lose elements or raise: at most a wider

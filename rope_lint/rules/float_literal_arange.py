@@ -49,7 +49,8 @@ class FloatLiteralArange(Rule):
 
     ## Known problems
     Bounds read from attributes (`self.dim`, `config.hidden_size`) are not proven integral, so their
-    findings come without a fix.
+    findings come without a fix. The fix takes the default dtype to be float32: code that sets
+    `torch.set_default_dtype(torch.float64)` for good had a float64 result, which `.float()` lowers.
     """
 
     code = "RPL102"

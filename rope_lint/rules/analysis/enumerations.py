@@ -322,19 +322,31 @@ def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None) -> Fix |
     alias = torch_alias(ctx, call)
     if alias is None:
         return None
-    literal = None if dtype is None else qualified_dtype(ctx, dtype)
-    if dtype is None or literal in FLOAT32_DTYPES:
-        safety, cast = FixSafety.SAFE, "float()"
-    elif literal in _FLOAT64_DTYPES:
-        safety, cast = FixSafety.SAFE, "double()"
-    elif literal is not None:
-        safety, cast = FixSafety.UNSAFE, "float()"
-    else:
-        safety, cast = FixSafety.UNSAFE, f"to({promoted(alias, dtype)})"
+    safety, cast = _cast_back(ctx, dtype, alias)
     # Where `.float()` follows already, the result is float32 whatever the dtype was, and stays so.
     if _is_cast_to_float32(ctx, ctx.parent(call)):
         cast = ""
     return Fix(safety, Int64Enumeration(alias, cast))
+
+
+def cast_back_hint(ctx: FileContext, dtype: ast.expr | None) -> str:
+    """How a finding's message says the int64 enumeration is cast back: "`.float()`", "`.double()`", or a
+    promotion to float32 or wider for a dtype known only at run time."""
+    cast = _cast_back(ctx, dtype, "torch")[1]
+    return "a promotion to float32 or wider" if cast.startswith("to(") else f"`.{cast}`"
+
+
+def _cast_back(ctx: FileContext, dtype: ast.expr | None, alias: str) -> tuple[FixSafety, str]:
+    """The safety of the int64 rewrite, and the method call that casts its result back, with `alias` the file's
+    name for torch: a dtype is never lowered."""
+    literal = None if dtype is None else qualified_dtype(ctx, dtype)
+    if dtype is None or literal in FLOAT32_DTYPES:
+        return FixSafety.SAFE, "float()"
+    if literal in _FLOAT64_DTYPES:
+        return FixSafety.SAFE, "double()"
+    if literal is not None:
+        return FixSafety.UNSAFE, "float()"
+    return FixSafety.UNSAFE, f"to({promoted(alias, dtype)})"
 
 
 def promoted(alias: str, dtype: ast.expr) -> str:
