@@ -60,10 +60,12 @@ class FloatArange(Rule):
 
     Where the bounds are not proven integral, the enumeration stays floating. A dtype known only at run
     time becomes `torch.promote_types(<dtype>, torch.float32)`, unsafe for the same reason, and only in a
-    method that no constructor runs (neither `__init__` nor a method it reaches through `self.`): there
-    neither zero.Init nor a bf16 default dtype can cast the result. Elsewhere, and for a literal dtype,
-    no fix is offered: in a constructor zero.Init casts any floating enumeration, and a literal float32
-    outside one is already what the fix would write.
+    method that no constructor runs (neither `__init__`, a method it reaches through `self.`, nor a
+    cache builder) of a class that defines its own `__init__`: there neither zero.Init nor a bf16
+    default dtype can cast the result. Elsewhere, and for a literal dtype, no fix is offered: in a
+    constructor zero.Init casts any floating enumeration; outside one, a literal float32 is already what
+    a fix would write, float64 must not be lowered, and a literal bf16 or fp16 made float32 would still
+    be flagged here, so the fix could not clear its finding.
 
     ## Known problems
     A method is taken to run outside construction when the class's own `__init__` does not reach it; a

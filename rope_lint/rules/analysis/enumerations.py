@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 _BOUND_KEYWORDS = ("start", "end", "step")
 _FLOAT64_DTYPES = frozenset({"torch.float64", "torch.double"})
 # Calls whose result is an integer whatever their argument: a length, a size, a conversion, a rounding.
-_INTEGRAL_FUNCTIONS = frozenset({"len", "int", "round", "math.ceil", "math.floor", "math.trunc", "math.prod"})
+_INTEGRAL_FUNCTIONS = frozenset({"len", "int", "round", "math.ceil", "math.floor", "math.trunc"})
 _INTEGRAL_METHODS = frozenset({"size", "numel", "dim", "__len__"})
 # Arithmetic that keeps integers integers. `//` is not here: it is integral whatever its operands.
 _INTEGRAL_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Mod)
