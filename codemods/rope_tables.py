@@ -14,15 +14,25 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    the copy registers it otherwise (under `# Ignore copy`, say `persistent=False`), the copy's buffer stays
    too and gets the float32 copy, so that both classes read `self.<name>_fp32` and stay copies
    (`rope_lint/transformers/copies.py`). This needs the file's path, which rope-lint and `libcst.tool` both give.
+   A buffer kept this way is registered on the default device, where the original put it: left on the CPU, it
+   would stay there in a model built under `with torch.device("meta")` or `torch.set_default_device(...)`.
 2. The cast on the way into a table goes: `emb.cos().to(dtype)` -> `emb.cos()` (float32).
-3. In `__init__` and the methods it reaches (the cache builders), every `torch.arange` is an explicit CPU
-   enumeration (`device="cpu"`, int64 when it had no dtype), and `.to(device)` moves of an enumeration go:
-   the tables are computed on the CPU, once.
-4. Positions never take a table's dtype: `.type_as(self.inv_freq)` becomes `.float()`, and
-   `torch.arange(n, dtype=self.inv_freq.dtype)` becomes `torch.arange(n, dtype=torch.int64).float()`.
-5. In `forward`, a table read that no `.to(device=...)` moves is moved to the input's device
-   (`self.cos_cached[:n].to(dtype=x.dtype)` -> `.to(device=x.device, dtype=x.dtype)`), since a plain
-   attribute does not follow `module.to(device)`.
+3. In `__init__` and the methods it reaches (the cache builders), the tables are computed on the CPU, once:
+   every tensor factory (`torch.arange`, `linspace`, `ones`, ...) gets `device="cpu"`, `.to(device)` moves of an
+   enumeration go, and a statement that computes a table through a function from outside the class (a helper, a
+   registry's entry) runs under `with torch.device("cpu")`, so that a model built on `meta` holds real tables
+   through `to_empty()`. An enumeration keeps its dtype: turning it into int64 is RPL101's fix, made only where
+   its bounds are proven integral.
+4. Positions never take a table's dtype: `.type_as(self.inv_freq)` becomes `.float()` in construction, and
+   `.to(device=<device>, dtype=torch.float32)` at run time (`type_as` moved them to the table's device too).
+5. In the other methods, a table read that no `.to(device=...)` moves is moved to the device of a tensor the
+   method takes (`self.cos_cached[:n].to(dtype=x.dtype)` -> `.to(device=x.device, dtype=x.dtype)`), since a
+   plain attribute does not follow `module.to(device)`; `self.inv_freq.device` becomes that device, and a read
+   of a table's dtype or shape stays. The device comes only from a parameter that is a tensor on every path, or
+   from a `torch.device` parameter (`rotary.device_source`), never from a sequence length, a shape or the
+   function an `_apply` override takes. A method without one moves nothing; a class with such a method that
+   returns what it read (`rotary.movable_rotary_classes`) would hand CPU tables to a model on an accelerator,
+   so the codemod leaves it, and its rotary bases and subclasses in the file, as they are.
 
 Run it through rope-lint (`rope-lint fix --unsafe-fixes`, on files with RPL2xx findings) or LibCST:
 `python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_tables.RopeTablesCommand PATH` (see the
@@ -31,6 +41,8 @@ README).
 
 from __future__ import annotations
 
+import ast
+import builtins
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,8 +64,9 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rotary = rotary_class_names(tree)
-        tree = tree.visit(_TableStores(self._kept_by_sources(rotary)))
-        return tree.visit(_RotaryClassRewrite(rotary))
+        movable = movable_class_names(tree, rotary)
+        tree = tree.visit(_TableStores(self._kept_by_sources(movable), rotary - movable, movable))
+        return tree.visit(_RotaryClassRewrite(movable))
 
     def _kept_by_sources(self, classes: set[str]) -> dict[str, set[str]]:
         """For each of `classes` that is a `# Copied from` copy: the tables its sources keep as persistent buffers.
@@ -92,6 +105,23 @@ def rotary_class_names(module: cst.Module) -> set[str]:
         ),
         rotary.CODEMOD_EVIDENCE,
     )
+
+
+def movable_class_names(module: cst.Module, names: set[str]) -> set[str]:
+    """The classes of `names` (rotary classes) whose tables the codemod can move to where they are used
+    (`rotary.movable_rotary_classes`, on the classes' `ast`)."""
+    classes = [
+        parsed
+        for cls in module.body
+        if isinstance(cls, cst.ClassDef) and cls.name.value in names
+        for parsed in ast.parse(_code(cls)).body
+        if isinstance(parsed, ast.ClassDef)
+    ]
+    return rotary.movable_rotary_classes(classes)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
 
 
 def _names_in(cls: cst.ClassDef) -> Iterator[str]:
@@ -152,14 +182,18 @@ def _persistent_buffers(code: str) -> set[str]:
 class _TableStores(cst.CSTTransformer):
     """Steps 1 and 2, in the whole module: a table is stored as a float32 plain attribute."""
 
-    def __init__(self, kept_by_sources: dict[str, set[str]]) -> None:
+    def __init__(self, kept_by_sources: dict[str, set[str]], left_alone: set[str], movable: set[str]) -> None:
         super().__init__()
         self.kept_by_sources = kept_by_sources  # per class: tables its copy sources keep as persistent buffers
+        self.left_alone = left_alone  # rotary classes whose tables cannot move: not rewritten at all
+        self.movable = movable  # rotary classes, whose tables the rewrite computes on the CPU
         # Per class being visited, innermost last: the tables to keep as buffers beside a float32 copy even when
         # not persistent, and the tables that have their float32 copy already.
         self.classes: list[tuple[set[str], set[str]]] = []
+        self.class_names: list[str] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.class_names.append(node.name.value)
         copied = {
             target.target.attr.value.removesuffix(_FP32_SUFFIX)
             for target in m.findall(node, m.AssignTarget(m.Attribute(value=m.Name("self"))))
@@ -168,11 +202,17 @@ class _TableStores(cst.CSTTransformer):
             and target.target.attr.value.endswith(_FP32_SUFFIX)
         }
         self.classes.append((self.kept_by_sources.get(node.name.value, set()), copied))
-        return True
+        return node.name.value not in self.left_alone
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         self.classes.pop()
+        self.class_names.pop()
         return updated_node
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the class being visited computes its tables on the CPU (after the rewrite's step 3)."""
+        return bool(self.class_names) and self.class_names[-1] in self.movable
 
     @property
     def kept(self) -> set[str]:
@@ -191,6 +231,9 @@ class _TableStores(cst.CSTTransformer):
         if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
             replacement = self._register_buffer(statement.value)
             if isinstance(replacement, list):  # a kept buffer, and its float32 copy after it
+                if self.pinned:
+                    kept = _on_default_device(statement.value, 1)
+                    updated_node = updated_node.with_changes(body=[statement.with_changes(value=kept)])
                 return cst.FlattenSentinel([updated_node, _line_after(updated_node, replacement[0])])
             if replacement is not None:
                 return updated_node.with_changes(body=[replacement])
@@ -206,6 +249,10 @@ class _TableStores(cst.CSTTransformer):
                     copy = cst.Assign(
                         [cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _without_final_cast(data)
                     )
+                    if self.pinned:
+                        assert isinstance(statement.value, cst.Call)
+                        kept = _on_default_device(statement.value, 0)
+                        updated_node = updated_node.with_changes(body=[statement.with_changes(value=kept)])
                     return cst.FlattenSentinel([updated_node, _line_after(updated_node, copy)])
                 value = _unwrap_buffer(statement.value) or statement.value
                 return updated_node.with_changes(body=[statement.with_changes(value=_without_final_cast(value))])
@@ -255,6 +302,29 @@ class _TableStores(cst.CSTTransformer):
         )
 
 
+_DEFAULT_DEVICE = "torch.get_default_device()"
+
+
+def _is_default_device_move(call: cst.Call) -> bool:
+    """`t.to(torch.get_default_device())`: where step 1 places a kept buffer, not a move before the math."""
+    return len(call.args) == 1 and _code(call.args[0].value) == _DEFAULT_DEVICE
+
+
+def _on_default_device(call: cst.Call, position: int) -> cst.Call:
+    """The buffer registration `call` with its positional argument `position` (the data) placed on the default
+    device: the table is computed on the CPU, and a buffer left there would stay on the CPU in a model built under
+    `with torch.device("meta")` or `torch.set_default_device(...)`, which never moves it."""
+    args = list(call.args)
+    data = args[position]
+    args[position] = data.with_changes(
+        value=cst.Call(
+            func=cst.Attribute(value=data.value, attr=cst.Name("to")),
+            args=[cst.Arg(cst.parse_expression(_DEFAULT_DEVICE))],
+        )
+    )
+    return call.with_changes(args=args)
+
+
 def _line_after(line: cst.SimpleStatementLine, statement: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
     """A line holding `statement`, to go right after `line`: the comments above `line` (an `# Ignore copy`) stay
     with it alone."""
@@ -280,6 +350,14 @@ def _buffer(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]
     return positional[0].value, persistent is None or not _is_false(persistent.value)
 
 
+# Tensor factories, which allocate on the default device unless told otherwise: construction pins them to the CPU.
+_FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "zeros", "full", "empty", "tensor", "eye"})
+# What a table read tells without its data, so that it needs no move.
+_DESCRIPTIONS = frozenset({"dtype", "shape", "ndim", "size", "dim", "numel"})
+# Modules whose functions compute on the devices of their arguments, or not on tensors at all.
+_DEVICE_FOLLOWING_MODULES = frozenset({"torch", "math", "self"})
+
+
 class _RotaryClassRewrite(cst.CSTTransformer):
     """Steps 3 to 5, inside rotary classes."""
 
@@ -290,9 +368,12 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         self.construction: set[str] = set()  # __init__ and the methods it reaches
         self.tables: set[str] = set()  # tables the construction stores: plain CPU attributes from now on
         self.persistent: set[str] = set()  # tables kept as buffers, read through their float32 copy
+        self.devices: dict[str, str | None] = {}  # per method: where its table reads move to (`rotary.device_source`)
         self.method: str | None = None
-        self.input: str | None = None  # a runtime method's first argument, whose device tables move to
-        self.moved: set[cst.CSTNode] = set()  # table reads already moved by a `.to(...)` or by their return
+        self.device: str | None = None  # the runtime method's device to move tables to, as an expression
+        self.bound: set[str] = set()  # the construction method's parameters and the names it assigns
+        self.feeding: set[str] = set()  # the names that the construction method's table stores read
+        self.moved: set[cst.CSTNode] = set()  # table reads that need no move: moved by a `.to(...)` or by their return
         self.stored: set[cst.CSTNode] = set()  # assignment targets, which are not reads
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
@@ -301,6 +382,8 @@ class _RotaryClassRewrite(cst.CSTTransformer):
             self.construction = _construction_methods(node)
             self.tables = _construction_tables(node, self.construction)
             self.persistent = {name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)}
+            parsed = next(cls for cls in ast.parse(_code(node)).body if isinstance(cls, ast.ClassDef))
+            self.devices = {method.name: rotary.device_source(method) for method in rotary.methods(parsed)}
         return True
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
@@ -315,11 +398,17 @@ class _RotaryClassRewrite(cst.CSTTransformer):
     def at_runtime(self) -> bool:
         return self.in_rotary and self.method is not None and self.method not in self.construction
 
+    @property
+    def constructing(self) -> bool:
+        return self.in_rotary and self.method in self.construction
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         if self.in_rotary and self.method is None:
             self.method = node.name.value
-            params = [p.name.value for p in node.params.params if p.name.value != "self"]
-            self.input = params[0] if params and self.method not in self.construction else None
+            self.device = self.devices.get(self.method) if self.at_runtime else None
+            if self.constructing:
+                self.bound = _bound_names(node)
+                self.feeding = _names_read_by_table_stores(node)
         return True
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
@@ -329,6 +418,12 @@ class _RotaryClassRewrite(cst.CSTTransformer):
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
         self.stored.add(node.target)
+        return True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        # `self.inv_freq.dtype`, `self.cos_cached.shape[0]`: the table's description, the same on every device.
+        if node.attr.value in _DESCRIPTIONS or node.attr.value == "device":
+            self.moved.add(node.value)
         return True
 
     def visit_Call(self, node: cst.Call) -> bool:
@@ -345,6 +440,59 @@ class _RotaryClassRewrite(cst.CSTTransformer):
                 self.moved.add(_receiver_root(value))
         return True
 
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement:
+        # Step 3: a table computed by a function from outside the class (a helper, `ROPE_INIT_FUNCTIONS[...]`)
+        # computes on the CPU too, whatever the default device: a plain attribute that a model built on `meta`
+        # holds there would stay there through `to_empty()`.
+        if self.constructing and self._feeds_table(updated_node) and self._calls_outside(updated_node):
+            line = updated_node.with_changes(leading_lines=())
+            return cst.With(
+                items=[cst.WithItem(cst.parse_expression('torch.device("cpu")'))],
+                body=cst.IndentedBlock([line]),
+                leading_lines=updated_node.leading_lines,
+            )
+        return updated_node
+
+    def _feeds_table(self, line: cst.SimpleStatementLine) -> bool:
+        for statement in line.body:
+            targets = (
+                [target.target for target in statement.targets]
+                if isinstance(statement, cst.Assign)
+                else [statement.target]
+                if isinstance(statement, cst.AnnAssign) and statement.value is not None
+                else []
+            )
+            for target in targets:
+                for name in m.findall(target, m.Name() | m.Attribute(value=m.Name("self"))):
+                    if isinstance(name, cst.Name) and name.value in self.feeding:
+                        return True
+                    if isinstance(name, cst.Attribute) and is_table_name(name.attr.value):
+                        return True
+        return False
+
+    def _calls_outside(self, line: cst.SimpleStatementLine) -> bool:
+        """Whether the line calls a function that may allocate on the default device: one of another module or
+        the file's, or a function held in a variable; not torch's (pinned here), a tensor's method or a builtin."""
+        for call in m.findall(line, m.Call()):
+            assert isinstance(call, cst.Call)
+            func = call.func
+            if m.matches(func, m.Name("Buffer") | m.Attribute(attr=m.Name("Buffer"))):
+                continue  # `nn.Buffer(t)` wraps a tensor, and places the kept buffer on the default device
+            if isinstance(func, cst.Name):
+                if not hasattr(builtins, func.value) or func.value in self.bound:
+                    return True
+            elif isinstance(func, cst.Subscript):
+                return True
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+                owner = func.value.value
+                if owner == "self" and func.attr.value not in self.construction:
+                    return True  # a function held in an attribute: `self.rope_init_fn(config)`
+                if owner not in _DEVICE_FOLLOWING_MODULES and owner not in self.bound:
+                    return True
+        return False
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if not self.in_rotary or self.method is None:
             return updated_node
@@ -360,48 +508,88 @@ class _RotaryClassRewrite(cst.CSTTransformer):
                     updated_node.args[1].with_changes(value=cst.SimpleString(f'"{name}_fp32"')),
                 ]
                 return updated_node.with_changes(args=args)
-        # Step 4: positions take float32, never the dtype of a table.
+        # Step 4: positions take float32, never the dtype of a table; `type_as` moved them to the table's device too.
         is_type_as = m.matches(func, m.Attribute(attr=m.Name("type_as"))) and updated_node.args
         if is_type_as and _reads_table(updated_node.args[0].value):
+            assert isinstance(func, cst.Attribute)
+            if self.at_runtime and self.device:
+                return cst.parse_expression(f"_.to(device={self.device}, dtype=torch.float32)").with_changes(
+                    func=cst.Attribute(value=func.value, attr=cst.Name("to"))
+                )
             return cst.Call(func=func.with_changes(attr=cst.Name("float")))
-        is_arange = m.matches(func, m.Attribute(value=m.Name("torch"), attr=m.Name("arange")))
-        dtype = _keyword(updated_node, "dtype")
-        if is_arange and dtype is not None and _reads_table(dtype.value):
-            # `dtype=self.inv_freq.dtype`: int64 positions cast to float32 (RPL101's fix, for the codemod alone).
-            enumeration = with_keyword(updated_node, "dtype", "torch.int64")
-            if self.method in self.construction:
-                enumeration = _cpu_enumeration(enumeration)
-            return cst.Call(func=cst.Attribute(value=enumeration, attr=cst.Name("float")))
-        if self.method in self.construction:
-            # Step 3: enumerations on the CPU, and no moves before the math.
-            if is_arange:
-                return _cpu_enumeration(updated_node)
-            if m.matches(func, m.Attribute(attr=m.Name("to"))) and _contains_arange(func.value):
+        if self.constructing:
+            # Step 3: tensors are created on the CPU, and nothing moves before the math.
+            if _is_factory(func):
+                return with_keyword(updated_node, "device", '"cpu"')
+            moves_enumeration = m.matches(func, m.Attribute(attr=m.Name("to"))) and _contains_factory(func.value)
+            if moves_enumeration and not _is_default_device_move(updated_node):
                 return _without_device_move(updated_node)
-        # Step 5: at runtime, a `.to(...)` of a table read moves it to the input's device.
+        # Step 5: at runtime, a `.to(...)` of a table read moves it to the device of a tensor the method takes.
         is_move = m.matches(func, m.Attribute(attr=m.Name("to"))) and _reads_table(func.value)
-        if self.at_runtime and self.input and is_move:
-            return _with_device(updated_node, self.input)
+        if self.at_runtime and self.device and is_move:
+            return _with_device(updated_node, self.device)
         return updated_node
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         if not (self.in_rotary and self.method not in (None, "__init__")):
             return updated_node
+        if self.at_runtime and self.device and updated_node.attr.value == "device" and _is_table(original_node.value):
+            return cst.parse_expression(self.device)  # the device the table lived on: the one it moves to
         if not m.matches(updated_node.value, m.Name("self")) or original_node in self.stored:
             return updated_node
         name = updated_node.attr.value
         if name in self.persistent:  # a persistent table is read through its float32 copy
             name += _FP32_SUFFIX
             updated_node = updated_node.with_changes(attr=cst.Name(name))
-        if self.at_runtime and self.input and name in self.tables and original_node not in self.moved:
-            return _moved(updated_node, self.input)
+        if self.at_runtime and self.device and name in self.tables and original_node not in self.moved:
+            return _moved(updated_node, self.device)
         return updated_node
 
     def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
         # Step 5: a table returned as it is moves to the input's device, slice and all.
-        if self.at_runtime and self.input and updated_node.value is not None:
-            return updated_node.with_changes(value=_move_bare_table_reads(updated_node.value, self.input))
+        if self.at_runtime and self.device and updated_node.value is not None:
+            return updated_node.with_changes(value=_move_bare_table_reads(updated_node.value, self.device))
         return updated_node
+
+
+def _is_factory(func: cst.BaseExpression) -> bool:
+    return m.matches(
+        func, m.Attribute(value=m.Name("torch"), attr=m.Name(value=m.MatchIfTrue(_FACTORIES.__contains__)))
+    )
+
+
+def _contains_factory(node: cst.BaseExpression) -> bool:
+    return any(isinstance(call, cst.Call) and _is_factory(call.func) for call in m.findall(node, m.Call()))
+
+
+def _is_table(node: cst.BaseExpression) -> bool:
+    """`self.<table>`."""
+    return m.matches(node, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchIfTrue(is_table_name))))
+
+
+def _bound_names(method: cst.FunctionDef) -> set[str]:
+    """The method's parameters and the plain names it assigns: its locals."""
+    names = {param.name.value for param in (*method.params.params, *method.params.kwonly_params)}
+    for target in m.findall(method, m.AssignTarget() | m.AnnAssign() | m.For() | m.AsName()):
+        node = target.name if isinstance(target, cst.AsName) else target.target  # type: ignore[union-attr]
+        names.update(name.value for name in m.findall(node, m.Name()) if isinstance(name, cst.Name))
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+    return names
+
+
+def _names_read_by_table_stores(method: cst.FunctionDef) -> set[str]:
+    """The plain names in the values that the method stores as tables (after step 1: `self.<table> = value`, a
+    kept `register_buffer(...)` or `nn.Buffer(...)`, `setattr(self, name, value)`)."""
+    values: list[cst.CSTNode] = []
+    for assign in m.findall(method, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+        assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
+        if is_table_name(assign.targets[0].target.attr.value):
+            values.append(assign.value)
+    for call in m.findall(method, m.Call(func=m.Name("setattr") | m.Attribute(attr=m.Name("register_buffer")))):
+        assert isinstance(call, cst.Call)
+        values.extend(arg.value for arg in call.args[1:])
+    return {name.value for value in values for name in m.findall(value, m.Name()) if isinstance(name, cst.Name)}
 
 
 def _receiver_root(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -415,11 +603,8 @@ def _receiver_root(node: cst.BaseExpression) -> cst.BaseExpression:
             return node
 
 
-def _moved(node: cst.BaseExpression, device_of: str) -> cst.Call:
-    return cst.Call(
-        func=cst.Attribute(value=node, attr=cst.Name("to")),
-        args=[cst.Arg(cst.parse_expression(f"{device_of}.device"))],
-    )
+def _moved(node: cst.BaseExpression, device: str) -> cst.Call:
+    return cst.Call(func=cst.Attribute(value=node, attr=cst.Name("to")), args=[cst.Arg(cst.parse_expression(device))])
 
 
 def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
@@ -453,10 +638,6 @@ def _reads_table(node: cst.BaseExpression) -> bool:
     return bool(m.findall(node, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchIfTrue(is_table_name)))))
 
 
-def _contains_arange(node: cst.BaseExpression) -> bool:
-    return bool(m.findall(node, m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange")))))
-
-
 def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:
     """`e.to(dtype)`, `e.half()`, `e.type_as(x)` -> `e`. A move (`.to(device)`) stays."""
     if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
@@ -472,18 +653,6 @@ def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:
         if dtype is not None and not positional and len(value.args) == 1:
             return value.func.value
     return value
-
-
-def _cpu_enumeration(call: cst.Call) -> cst.BaseExpression:
-    """`torch.arange(...)` on the CPU (`device="cpu"`) in int64: with no dtype it gets `dtype=torch.int64`, and a
-    float32 one becomes int64 cast with `.float()` (RPL101's fix, for the codemod run alone)."""
-    dtype = _keyword(call, "dtype")
-    if dtype is None and not m.findall(call, m.Float()):
-        return with_keyword(with_keyword(call, "dtype", "torch.int64"), "device", '"cpu"')
-    if dtype is not None and m.matches(dtype.value, m.Attribute(m.Name("torch"), m.Name("float") | m.Name("float32"))):
-        enumeration = with_keyword(with_keyword(call, "dtype", "torch.int64"), "device", '"cpu"')
-        return cst.Call(func=cst.Attribute(value=enumeration, attr=cst.Name("float")))
-    return with_keyword(call, "device", '"cpu"')
 
 
 def _without_device_move(call: cst.Call) -> cst.BaseExpression:
@@ -503,8 +672,8 @@ def _without_device_move(call: cst.Call) -> cst.BaseExpression:
     return call.with_changes(args=kept)
 
 
-def _with_device(call: cst.Call, forward_input: str) -> cst.Call:
-    """A `.to(...)` that names no device gets `device=<input>.device` first."""
+def _with_device(call: cst.Call, device: str) -> cst.Call:
+    """A `.to(...)` that names no device gets `device=<device>` first."""
     code = cst.Module([]).code_for_node(call)
     if "device" in code.split(".to(", 1)[-1]:
         return call
@@ -514,7 +683,7 @@ def _with_device(call: cst.Call, forward_input: str) -> cst.Call:
             args=[arg.with_changes(keyword=cst.Name("dtype"), equal=EQUAL) if arg.keyword is None else arg
                   for arg in call.args]
         )  # fmt: skip
-    moved = with_keyword(call, "device", f"{forward_input}.device")
+    moved = with_keyword(call, "device", device)
     # device first, as people write it: move the new argument to the front.
     args = list(moved.args)
     device = args.pop()
@@ -523,11 +692,11 @@ def _with_device(call: cst.Call, forward_input: str) -> cst.Call:
     return moved.with_changes(args=[first, *rest])
 
 
-def _move_bare_table_reads(value: cst.BaseExpression, forward_input: str) -> cst.BaseExpression:
+def _move_bare_table_reads(value: cst.BaseExpression, device: str) -> cst.BaseExpression:
     """`return self.cos_cached[:n], ...` -> `return self.cos_cached[:n].to(x.device), ...`."""
 
     def moved(element: cst.BaseExpression) -> cst.BaseExpression:
-        return _moved(element, forward_input) if _is_bare_table_read(element) else element
+        return _moved(element, device) if _is_bare_table_read(element) else element
 
     if isinstance(value, cst.Tuple):
         return value.with_changes(elements=[e.with_changes(value=moved(e.value)) for e in value.elements])

@@ -35,13 +35,14 @@ class LowPrecisionRopeCache(Rule):
 
     ## Fix safety
     Unsafe, and made by the rope codemod on the whole class: the stored table's dtype changes to float32,
-    and `forward` casts at the end instead.
+    and `forward` casts at the end instead. No fix for a class whose methods return tables without taking a
+    tensor (a sequence length, a shape): there is no device to move the table to.
     """
 
     code = "RPL201"
     name = "low-precision-rope-cache"
     prefilter = PrefilterSpec(triggers=rotary.TABLE_TRIGGERS, parses_whole_class=rotary.may_be_rotary)
-    fix_availability = FixAvailability.ALWAYS
+    fix_availability = FixAvailability.SOMETIMES  # none for a class whose tables have no device to move to
     fix_safeties = frozenset({FixSafety.UNSAFE})
     fix_payloads = (ClassRewrite,)
 
@@ -49,11 +50,12 @@ class LowPrecisionRopeCache(Rule):
         for store in rotary.table_stores(ctx):
             if rotary.is_low_precision_cast(ctx, store.value):
                 cls = ctx.enclosing_class(store.node)
+                rewrite = ClassRewrite("rope_tables", cls.name if cls else None)
                 yield self.report(
                     store.value,
                     f"the RoPE table `{store.name}` is stored in a runtime dtype, rounding it for every token; "
                     "store float32 and cast at the end of forward",
-                    Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None)),
+                    Fix(FixSafety.UNSAFE, rewrite) if rotary.rewritable(ctx, cls) else None,
                 )
 
     examples = (
@@ -73,6 +75,14 @@ class LowPrecisionRopeCache(Rule):
             "self.cos_cached = emb.cos().type_as(hidden_states)\n",
             fixed="self.cos_cached = emb.cos()\n",
             safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            # forward takes no tensor: the table would have no device to move to, so the codemod leaves the class.
+            "class RotaryEmbedding:\n"
+            "    def __init__(self, emb, dtype):\n"
+            "        self.cos_cached = emb.cos().to(dtype)\n"
+            "    def forward(self, seq_len):\n"
+            "        return self.cos_cached[:seq_len]\n"
         ),
         Valid("self.cos_cached = emb.cos()\n"),
         Valid("import torch\nself.cos_cached = emb.cos().to(torch.float32)\n"),

@@ -39,12 +39,14 @@ class RopeBufferDowncast(Rule):
     Unsafe, and made by the rope codemod (`codemods/rope_tables.py`) on the whole class: the table stops
     following `module.to(device)`, so every use must move it, and the codemod rewrites those uses too. A
     persistent buffer stays registered (its state_dict key stays), and the class computes from a float32 copy.
+    No fix for a class whose methods return tables without taking a tensor (a sequence length, a shape): there
+    is no device to move the table to.
     """
 
     code = "RPL202"
     name = "rope-buffer-downcast"
     prefilter = PrefilterSpec(triggers=rotary.TABLE_TRIGGERS, parses_whole_class=rotary.may_be_rotary)
-    fix_availability = FixAvailability.ALWAYS
+    fix_availability = FixAvailability.SOMETIMES  # none for a class whose tables have no device to move to
     fix_safeties = frozenset({FixSafety.UNSAFE})
     fix_payloads = (ClassRewrite,)
 
@@ -60,7 +62,9 @@ class RopeBufferDowncast(Rule):
                     store.node,
                     f"`{store.name}` is a floating buffer{kept}, so `module.to(torch.bfloat16)` rounds it; keep a "
                     "float32 plain attribute and move it to the input's device on use",
-                    Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None)),
+                    Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None))
+                    if rotary.rewritable(ctx, cls)
+                    else None,
                 )
 
     examples = (
@@ -90,6 +94,14 @@ class RopeBufferDowncast(Rule):
             'self.register_buffer("inv_freq", inv_freq)\n',
             fixed='self.register_buffer("inv_freq", inv_freq)\nself.inv_freq_fp32 = inv_freq\n',
             safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            # forward takes no tensor: the table would have no device to move to, so the codemod leaves the class.
+            "class RotaryEmbedding:\n"
+            "    def __init__(self, inv_freq):\n"
+            '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n'
+            "    def forward(self, seq_len, offset=0):\n"
+            "        return self.inv_freq * (seq_len + offset)\n"
         ),
         Valid('self.register_buffer("position_ids", torch.arange(n).expand((1, -1)), persistent=False)\n'),
         Valid("self.inv_freq = inv_freq\n"),

@@ -40,7 +40,9 @@ class RopeDeviceMath(Rule):
 
     ## Fix safety
     Unsafe, and made by the rope codemod on the whole class: the tables then live on the CPU until `forward`
-    moves them to the input's device.
+    moves them to the device of a tensor it takes. The codemod places each enumeration on the CPU and leaves
+    its dtype to RPL101. A class whose methods return tables without taking a tensor (a sequence length, a
+    shape) has no device to move them to, and the codemod leaves it as it is.
     """
 
     code = "RPL203"
@@ -50,13 +52,15 @@ class RopeDeviceMath(Rule):
         screen=screens.rotary_name_may_be_class,
         parses_whole_class=rotary.may_be_rotary,
     )
-    fix_availability = FixAvailability.ALWAYS
+    fix_availability = FixAvailability.SOMETIMES  # none for a class whose tables have no device to move to
     fix_safeties = frozenset({FixSafety.UNSAFE})
     fix_payloads = (ClassRewrite,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for cls in rotary.rotary_classes(ctx):
-            rewrite = Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name))
+            rewrite = (
+                Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name)) if rotary.rewritable(ctx, cls) else None
+            )
             construction = rotary.construction_methods(cls)
             for method in rotary.methods(cls):
                 if method.name not in construction:
@@ -90,7 +94,7 @@ class RopeDeviceMath(Rule):
             "class RotaryEmbedding(torch.nn.Module):\n"
             "    def __init__(self, dim, device=None):\n"
             "        inv_freq = 1.0 / (10000 ** (\n"
-            '            torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").float() / dim))\n',
+            '            torch.arange(0, dim, 2, device="cpu").float() / dim))\n',
             safety=FixSafety.UNSAFE,
             count=2,
         ),
@@ -104,6 +108,15 @@ class RopeDeviceMath(Rule):
             "    def _set_cache(self, seq_len, device):\n"
             '        t = torch.arange(seq_len, device="cpu", dtype=torch.int64)\n',
             safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            # forward takes no tensor: the tables would have no device to move to, so the codemod leaves the class.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            '        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))\n'
+            "    def forward(self, seq_len):\n"
+            "        return torch.outer(torch.arange(seq_len, device=self.inv_freq.device).float(), self.inv_freq)\n"
         ),
         Valid(
             "import torch\n"

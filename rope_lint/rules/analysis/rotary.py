@@ -168,6 +168,162 @@ def reachable_from_init(references: dict[str, set[str]]) -> set[str]:
     return reached | {name for name in references if "cache" in name or "rope_parameters" in name}
 
 
+# What only a tensor has among the values a rotary method takes: reading one of these from a parameter shows it is a
+# tensor (an int, a shape or a function has none of them). `shape` is left out: arrays have one too.
+_TENSOR_ATTRIBUTES = frozenset(
+    {"device", "dtype", "float", "to", "type_as", "unsqueeze", "expand", "size", "dim", "is_floating_point"}
+)
+_TENSOR_ANNOTATIONS = frozenset({"Tensor", "FloatTensor", "LongTensor"})
+# The tensor methods whose argument is a tensor: `emb.cos().type_as(hidden_states)` shows `hidden_states` is one.
+_TENSOR_ARGUMENT_METHODS = frozenset({"type_as", "expand_as", "view_as", "reshape_as"})
+
+
+def device_source(method: FunctionNode) -> str | None:
+    """Where a table read in `method` moves to: `x.device` for the first parameter that is a tensor on every path
+    through the method, or a parameter annotated `torch.device` itself; None when there is none (a sequence
+    length, a shape, the function an `_apply` override takes).
+
+    A parameter is a tensor on every path when it is annotated as one, or when the method reads a tensor's
+    attribute from it (`x.dtype`, `position_ids.float()`), indexes it with a new axis (`position_ids[:, None]`) or
+    passes it to `type_as`, where every call runs: not under an `if`, a loop, a `try`, a lambda, a conditional
+    expression or the right of an `and`/`or`. A parameter that defaults to None is none.
+    """
+    arguments = method.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = dict(zip(reversed(positional), reversed(arguments.defaults), strict=False))
+    defaults.update((arg, default) for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True))
+    candidates = [
+        arg
+        for arg in (*positional, *arguments.kwonlyargs)
+        if arg.arg not in ("self", "cls")
+        and not (isinstance(defaults.get(arg), ast.Constant) and defaults[arg].value is None)  # type: ignore[union-attr]
+    ]
+    read = _tensor_reads(method.body)
+    for arg in candidates:
+        annotation = arg.annotation
+        if isinstance(annotation, ast.Attribute | ast.Name):
+            name = annotation.attr if isinstance(annotation, ast.Attribute) else annotation.id
+            if name == "device" and isinstance(annotation, ast.Attribute):
+                return arg.arg
+            if name in _TENSOR_ANNOTATIONS:
+                return f"{arg.arg}.device"
+        if arg.arg in read:
+            return f"{arg.arg}.device"
+    return None
+
+
+def _tensor_reads(body: list[ast.stmt]) -> set[str]:
+    """The names whose tensor attributes (`_TENSOR_ATTRIBUTES`) the statements read on every path."""
+    names: set[str] = set()
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If | ast.While):
+            pending.append(node.test)  # the test runs; its branches may not
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            pending.append(node.iter)
+        elif isinstance(node, ast.IfExp):
+            pending.append(node.test)
+        elif isinstance(node, ast.BoolOp):
+            pending.append(node.values[0])
+        elif isinstance(node, ast.Try | ast.Lambda | FunctionNode | ast.ClassDef):
+            continue
+        else:
+            if isinstance(node, ast.Attribute) and node.attr in _TENSOR_ATTRIBUTES and isinstance(node.value, ast.Name):
+                names.add(node.value.id)
+            elif _indexes_as_tensor(node):
+                assert isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                names.add(node.value.id)
+            elif _passes_as_tensor(node):
+                assert isinstance(node, ast.Call) and isinstance(node.args[0], ast.Name)
+                names.add(node.args[0].id)
+            pending.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _indexes_as_tensor(node: ast.AST) -> bool:
+    """`name[..., None]`, `name[:, None, :]`: an index with a new axis or an ellipsis, which only a tensor (or an
+    array) takes; a list, a tuple or a shape does not."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Tuple)):
+        return False
+    return any(isinstance(element, ast.Constant) and element.value in (None, ...) for element in node.slice.elts)
+
+
+def _passes_as_tensor(node: ast.AST) -> bool:
+    """`t.type_as(name)` and the like: a call that takes a plain name where only a tensor goes."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _TENSOR_ARGUMENT_METHODS
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+    )
+
+
+def tables_can_move(cls: ast.ClassDef) -> bool:
+    """Whether the rope codemod can keep the class's tables as plain CPU attributes: every method that runs after
+    construction, reads a table and returns a value has a `device_source` to move the table to. Otherwise the class
+    would return tables on the CPU to a model on an accelerator, and the codemod leaves it as it is."""
+    construction = construction_methods(cls)
+    for method in methods(cls):
+        if method.name in construction or device_source(method) is not None:
+            continue
+        reads_table = any(is_self_attribute(node) and is_table_name(node.attr) for node in ast.walk(method))
+        if reads_table and any(_returns_value(node) for node in _own_nodes(method)):
+            return False
+    return True
+
+
+def _returns_value(node: ast.AST) -> bool:
+    """`return <value>`, other than `return None` or `return self` (a hook such as `_apply` returns the module)."""
+    if not isinstance(node, ast.Return) or node.value is None:
+        return False
+    value = node.value
+    return not (isinstance(value, ast.Constant) and value.value is None) and not (
+        isinstance(value, ast.Name) and value.id == "self"
+    )
+
+
+def _own_nodes(method: FunctionNode) -> Iterator[ast.AST]:
+    """The nodes of `method`, without those of the functions and classes nested in it."""
+    pending: list[ast.AST] = list(method.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if not isinstance(node, FunctionNode | ast.Lambda | ast.ClassDef):
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def rewritable(ctx: FileContext, cls: ast.ClassDef | None) -> bool:
+    """Whether the rope codemod rewrites the tables of `cls` (a class of the file, or None outside every class): the
+    RPL2xx rules offer its fix only then."""
+    return cls is None or cls.name in ctx.derived(_movable_classes) or cls not in rotary_classes(ctx)
+
+
+def _movable_classes(ctx: FileContext) -> set[str]:
+    return movable_rotary_classes(rotary_classes(ctx))
+
+
+def movable_rotary_classes(classes: list[ast.ClassDef]) -> set[str]:
+    """The names of `classes` (a file's rotary classes) whose tables the rope codemod can move. A class and its
+    rotary bases and subclasses in the file share their tables' methods, so they are rewritten together or not at
+    all."""
+    by_name = {cls.name: cls for cls in classes}
+    group = {name: name for name in by_name}
+
+    def root(name: str) -> str:
+        while group[name] != name:
+            name = group[name]
+        return name
+
+    for cls in classes:
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in by_name:
+                group[root(cls.name)] = root(base.id)
+    stuck = {root(cls.name) for cls in classes if not tables_can_move(cls)}
+    return {name for name in by_name if root(name) not in stuck}
+
+
 def table_stores(ctx: FileContext) -> list[TableStore]:
     """Every store of a table in the file."""
     return ctx.derived(_table_stores)
