@@ -133,17 +133,27 @@ def write_baseline(
     return BaselineReport(output, written, [d for d in findings if d.code in ERROR_CODES])
 
 
-def fix(paths: Sequence[str], options: Options | None = None, *, unsafe: bool = False, diff: bool = False) -> FixReport:
+def fix(
+    paths: Sequence[str],
+    options: Options | None = None,
+    *,
+    unsafe: bool = False,
+    diff: bool = False,
+    verify: bool = False,
+) -> FixReport:
     """`rope-lint fix`: apply the fixes of the findings in `paths`, safe ones only unless `unsafe`.
 
     In: `paths` and `options` as for `check`; `unsafe`, also apply fixes that may change a dtype or device; `diff`,
-    write nothing and give the changes as a unified diff. A generated transformers file among `paths` brings its
-    modular source and the parent models its findings come from, so that a regeneration keeps the fix. Every file is
-    checked afresh (no result cache).
+    write nothing and give the changes as a unified diff; `verify`, import each changed file's original and fixed
+    code side by side and prove, before anything is written, that they compute the same in fp32 (and, in a
+    transformers tree, that a tiny model saved by the original code loads with the fixed code to the same logits):
+    a file that fails is left as it was, and its failure is reported. `verify` runs the code it fixes and needs
+    torch. A generated transformers file among `paths` brings its modular source and the parent models its findings
+    come from, so that a regeneration keeps the fix. Every file is checked afresh (no result cache).
 
     Out: a `FixReport`: the findings fixed; those left after the fix, in the order of `check`, with an RPL904
     finding for each `# Copied from` copy that matched its source before a rewrite and does not now; the files a fix
-    could not be applied to (left as they were), and counts. Raises `RunError`.
+    could not be applied to (left as they were), and counts; with `verify`, what was verified. Raises `RunError`.
     """
     from pathlib import Path
 
@@ -152,9 +162,17 @@ def fix(paths: Sequence[str], options: Options | None = None, *, unsafe: bool = 
     from rope_lint.transformers import generated
     from rope_lint.transformers.copies import diverged_by_fix
 
+    if verify:
+        _require_torch()
     config, settings, files = _resolved(paths, options or Options())
     files = [Path(path) for path in generated.with_origins(files, settings)]
-    outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff), files)
+    # With `verify` the fixed texts are held back, and written only once verified.
+    outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=verify), files)
+    verifications = None
+    if verify:
+        from rope_lint.verify.run import verified_outcomes
+
+        outcomes, verifications = verified_outcomes(outcomes, write=not diff)
     originals = {Path(o.path): o.original for o in outcomes if o.original is not None}
     groups, diverged = diverged_by_fix(originals) if originals else (0, [])
     remaining = sorted([*(d for o in outcomes for d in o.remaining), *diverged], key=lambda d: d.sort_key)
@@ -166,7 +184,18 @@ def fix(paths: Sequence[str], options: Options | None = None, *, unsafe: bool = 
         files_changed=len(originals),
         copy_groups=groups,
         written=not diff,
+        verifications=verifications,
     )
+
+
+def _require_torch() -> None:
+    """`fix --verify` runs the code it fixes, with torch; without it, a RunError that says how to get it."""
+    try:
+        import torch  # noqa: F401  (only checks that it can be imported)
+    except (ImportError, OSError) as error:  # OSError: an install whose native libraries do not load
+        raise RunError(
+            f"fix --verify imports the code it fixes and needs torch ({error}): pip install 'rope-lint[probe]'"
+        ) from error
 
 
 def check_text(path: str, text: str, options: Options | None = None) -> list[Diagnostic]:

@@ -130,6 +130,13 @@ def _fix_arguments(fix: argparse.ArgumentParser) -> None:
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that may change a dtype")
     fix.add_argument("--diff", action="store_true", help="print a unified diff instead of writing")
     fix.add_argument(
+        "--verify",
+        action="store_true",
+        help="import the original and the fixed code side by side (needs torch; runs the code) and write only the "
+        "files whose rotary classes and changed functions compute the same in fp32; in a transformers tree, also a "
+        "tiny model of each changed architecture",
+    )
+    fix.add_argument(
         "--statistics", action="store_true", help="also print the findings fixed per code, files changed, copy groups"
     )
     fix.set_defaults(handler=_fix)
@@ -206,10 +213,11 @@ def _baseline(args: argparse.Namespace) -> int:
 def _fix(args: argparse.Namespace) -> int:
     from rope_lint.output import fix_report
 
-    report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff)
+    report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff, verify=args.verify)
     sys.stderr.write(fix_report.failures(report))
     sys.stdout.write(fix_report.render(report, statistics=args.statistics))
-    return _exit_code(report.remaining)
+    code = _exit_code(report.remaining)
+    return max(code, EXIT_FINDINGS) if report.verification_failed else code
 
 
 def _rules(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ so that `check` never pays for it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import warnings
 from collections import Counter
@@ -19,6 +20,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.engine import Settings, check_source, read
+from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import formatted_like_original
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
@@ -38,6 +40,16 @@ class FixResult:
     applied: list[Diagnostic]
 
 
+@dataclass(frozen=True)
+class HeldFix:
+    """A fixed text not written yet (`fix_file(..., hold=True)`): the file as read, the text that would replace it,
+    and the findings before the fix, which stay if the fix is dropped."""
+
+    source: SourceFile
+    text: str
+    found: list[Diagnostic]
+
+
 @dataclass
 class FileFixOutcome:
     """What fixing one file did: the findings fixed, those left, the diff, or why nothing was written."""
@@ -48,10 +60,13 @@ class FileFixOutcome:
     diff: str = ""
     error: str | None = None
     original: str | None = None  # the text before the fix, when the fix rewrote the file (for the copy check)
+    held: HeldFix | None = None  # the fix held back, to be written or dropped (`fix_file(..., hold=True)`)
 
 
-def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> FileFixOutcome:
-    """Check one file and apply its fixes: written atomically, or shown as a unified diff."""
+def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold: bool = False) -> FileFixOutcome:
+    """Check one file and apply its fixes: written atomically, or shown as a unified diff. With `hold`, nothing is
+    written either way: a changed file's fixed text is held in the outcome, for `with_held_fix_written` to write, or
+    `without_held_fix` to drop, once it is verified."""
     source = read(path)
     if isinstance(source, Diagnostic):
         return FileFixOutcome(str(path), remaining=[source])
@@ -65,7 +80,7 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> F
         # otherwise the text that did is written.
         formatted = _compiling_or(formatted_like_original(path, source.text, result.text), result.text)
         result.text = _compiling_or(imports_tidied(path, source.text, formatted), formatted)
-        if not diff_only:
+        if not (diff_only or hold):
             write_atomically(source, result.text)
     except (UnsafeResultError, OSError) as error:
         return FileFixOutcome(str(path), remaining=found, error=str(error))
@@ -82,8 +97,41 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool) -> F
             )
         )
     remaining = check_source(str(path), result.text, settings)
-    original = source.text if result.text != source.text and not diff_only else None
-    return FileFixOutcome(str(path), gone(result.applied, found, remaining), remaining, diff, original=original)
+    changed = result.text != source.text
+    original = source.text if changed and not (diff_only or hold) else None
+    held = HeldFix(source, result.text, found) if changed and hold else None
+    fixed = gone(result.applied, found, remaining)
+    return FileFixOutcome(str(path), fixed, remaining, diff, original=original, held=held)
+
+
+def with_held_fix_written(outcome: FileFixOutcome) -> FileFixOutcome:
+    """The outcome once its held fix is written; if the write fails, the file is as it was and the outcome says why."""
+    held = outcome.held
+    assert held is not None
+    try:
+        write_atomically(held.source, held.text)
+    except OSError as error:
+        return without_held_fix(outcome, str(error))
+    return dataclasses.replace(outcome, original=held.source.text)
+
+
+def without_held_fix(outcome: FileFixOutcome, reason: str) -> FileFixOutcome:
+    """The outcome of dropping a held fix: the file as it was, with its findings, and `reason` as its error."""
+    assert outcome.held is not None
+    return FileFixOutcome(outcome.path, remaining=outcome.held.found, error=reason)
+
+
+def restored(outcome: FileFixOutcome, reason: str) -> FileFixOutcome:
+    """Undo a held fix that `with_held_fix_written` wrote: the file gets its original bytes back (its encoding, BOM
+    and line endings were kept by the write, so the text encodes to them), and the outcome is that of dropping it."""
+    held = outcome.held
+    assert held is not None
+    written = held.source._replace(data=held.source.encode(held.text), text=held.text)
+    try:
+        write_atomically(written, held.source.text)
+    except OSError as error:
+        return without_held_fix(outcome, f"{reason}; but it could not be restored: {error}")
+    return without_held_fix(outcome, reason)
 
 
 def gone(applied: list[Diagnostic], found: list[Diagnostic], remaining: list[Diagnostic]) -> list[Diagnostic]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import types
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from rope_lint.output.fix_report import FAILED, NOT_BUILT, NOT_CALLED, VERIFIED,
 from rope_lint.probe.build import describe
 from rope_lint.probe.discover import quiet_model_code, rotary_classes_of
 from rope_lint.verify.classes import check_class
-from rope_lint.verify.compare import TOLERANCE, Mismatch, relative_difference
+from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference
 from rope_lint.verify.functions import check_function
 from rope_lint.verify.loading import FIXED_SUFFIX, ORIGINAL_SUFFIX, load_sibling, unload
 
@@ -95,8 +96,9 @@ def _checks(
             continue
         node = after[name]
         if isinstance(node, ast.ClassDef):
-            reason = "not a rotary class, so its methods were not called"
-            found.append(Verification(str(path), node.lineno, name, NOT_CALLED, reason))
+            found += _methods(
+                path, before[name], node, getattr(original_module, name, None), getattr(fixed_module, name, None)
+            )
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.append(_function(path, node, getattr(original_module, name, None), getattr(fixed_module, name, None)))
         else:
@@ -104,8 +106,35 @@ def _checks(
     return found
 
 
-def _function(path: Path, node: ast.AST, original: object, fixed: object) -> Verification:
-    name = getattr(node, "name", "")
+def _methods(path: Path, before: ast.stmt, after: ast.ClassDef, original: object, fixed: object) -> list[Verification]:
+    """A changed class that is not rotary: its changed static and class methods are called as functions; a method
+    that needs an instance cannot be, nor can a class whose change is outside its methods."""
+    defined = {node.name: node for node in getattr(before, "body", ()) if isinstance(node, _FUNCTIONS)}
+    changed = [
+        node
+        for node in after.body
+        if isinstance(node, _FUNCTIONS) and (node.name not in defined or _differs(defined[node.name], node))
+    ]
+    if not changed:
+        reason = "not a rotary class, and its change is outside its methods"
+        return [Verification(str(path), after.lineno, after.name, NOT_CALLED, reason)]
+    found = []
+    for node in changed:
+        qualified = f"{after.name}.{node.name}"
+        kinds = {type(inspect.getattr_static(cls, node.name, None)) for cls in (original, fixed)}
+        if kinds <= {staticmethod, classmethod}:
+            found.append(_function(path, node, getattr(original, node.name), getattr(fixed, node.name), qualified))
+        else:
+            reason = "a method of a class that is not rotary, which needs an instance to call"
+            found.append(Verification(str(path), node.lineno, qualified, NOT_CALLED, reason))
+    return found
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _function(path: Path, node: ast.AST, original: object, fixed: object, name: str | None = None) -> Verification:
+    name = name or getattr(node, "name", "")
     if isinstance(node, ast.AsyncFunctionDef) or not (callable(original) and callable(fixed)):
         return Verification(str(path), node.lineno, name, NOT_CALLED, "not a plain function once defined")
     status, detail = check_function(original, fixed)
@@ -124,6 +153,8 @@ def _value(
         difference = relative_difference(original, fixed, name)
     except Mismatch as mismatch:
         return Verification(str(path), node.lineno, name, FAILED, f"fp32 {mismatch}")
+    except Incomparable as incomparable:
+        return Verification(str(path), node.lineno, name, NOT_CALLED, str(incomparable))
     if difference > TOLERANCE:
         detail = f"fp32 values differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)"
         return Verification(str(path), node.lineno, name, FAILED, detail)

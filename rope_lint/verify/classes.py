@@ -22,7 +22,7 @@ from rope_lint.probe.reference import reference_for
 from rope_lint.probe.report import measure
 from rope_lint.probe.runner import tables_under
 from rope_lint.probe.triggers import TRIGGERS, Trigger
-from rope_lint.verify.compare import TOLERANCE, Mismatch, relative_difference, state_dict_difference
+from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference, state_dict_difference
 
 POSITIONS = 4096
 THRESHOLD = 4e-3  # the probe's default: about one bf16 rounding of values up to 1
@@ -56,6 +56,8 @@ def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> Cl
             conditions_clean, note = _check_conditions(recipe, tables, dataclasses.replace(recipe, cls=fixed_cls))
         except _Failure as failure:
             return ClassCheck(FAILED, f"{variant}{failure}")
+        except Incomparable as incomparable:
+            return ClassCheck(NOT_BUILT, f"{variant}built, but its {incomparable}")
         differences.append(difference)
         clean += conditions_clean
         notes += [f"{variant}{note}"] if note else []
@@ -122,9 +124,8 @@ def _check_conditions(original: Recipe, fp32_tables: Tables, fixed: Recipe) -> t
         fails = fixed_outcome.startswith(FAILS) and not original_outcome.startswith(FAILS)
         if fails or original_outcome in (CLEAN, BUILT):
             raise _Failure(f"under {condition.name} the fixed class {fixed_outcome}; the original does not")
-        as_before.append(condition.name)
-    notes = [f"as the original under {', '.join(as_before)}"] if as_before else []
-    return clean, "; ".join([*notes, *([unmeasured] if unmeasured else [])]) or None
+        as_before.append(f"{condition.name}: {fixed_outcome}, as the original")
+    return clean, "; ".join([*as_before, *([unmeasured] if unmeasured else [])]) or None
 
 
 # What a condition did to a class's tables; a failure or an excess comes with its detail after the word.

@@ -16,11 +16,16 @@ class Mismatch(Exception):
     """The results differ; the message says where and how."""
 
 
+class Incomparable(Exception):
+    """A result that can only be compared by identity (a function, most objects): two runs never give the same one,
+    so nothing is proven either way; the message says what it is."""
+
+
 def relative_difference(original: Any, fixed: Any, where: str = "result") -> float:
     """The largest relative difference between two results of the same structure: tensors compared as
     max|fixed - original| / max|original| (NaN and infinities must sit where the original's do), numbers likewise,
     tuples, lists and dicts item by item, anything else by equality. Raises Mismatch for a different structure,
-    dtype or shape, or values that are not comparable."""
+    dtype or shape, or different values; Incomparable for values that compare only by identity."""
     if isinstance(original, torch.Tensor) or isinstance(fixed, torch.Tensor):
         return _tensor_difference(original, fixed, where)
     if isinstance(original, (tuple, list)) and type(original) is type(fixed):
@@ -39,10 +44,12 @@ def relative_difference(original: Any, fixed: Any, where: str = "result") -> flo
         return _number_difference(float(original), float(fixed), where)
     if type(original) is not type(fixed):
         raise Mismatch(f"{where}: {type(original).__name__} became {type(fixed).__name__}")
+    if type(original).__eq__ is object.__eq__ or callable(original):
+        raise Incomparable(f"{where} is a {type(original).__name__}, which compares only by identity")
     try:
         equal = bool(original == fixed)
-    except Exception:  # an object without a usable equality: its type is all there is to compare
-        return 0.0
+    except Exception as error:
+        raise Incomparable(f"{where} is a {type(original).__name__}, which cannot be compared") from error
     if not equal:
         raise Mismatch(f"{where}: {original!r} became {fixed!r}")
     return 0.0

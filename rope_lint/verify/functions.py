@@ -17,7 +17,7 @@ import torch
 
 from rope_lint.output.fix_report import FAILED, NOT_CALLED, VERIFIED
 from rope_lint.probe.build import describe
-from rope_lint.verify.compare import TOLERANCE, Mismatch, relative_difference
+from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference
 
 # Names whose value cannot be made up: an object of the model's own making, or code to call.
 _OPAQUE_NAMES = frozenset(
@@ -28,6 +28,9 @@ _LENGTH_NAMES = frozenset(
     {"n", "seq_len", "seqlen", "seq_length", "length", "max_len", "max_seq_len", "num_positions", "end", "size"}
 )
 _BASE_NAMES = frozenset({"base", "theta", "rope_theta"})
+# Names of a count or a length: `num_positions`, `max_len`, `n_heads`, `window_size`.
+_COUNT_PREFIXES = ("num_", "n_", "max_")
+_COUNT_SUFFIXES = ("_size", "_len", "_length")
 # Annotations written as strings (`from __future__ import annotations`) that decide a value.
 _ANNOTATIONS = {"int": int, "float": float, "bool": bool, "torch.Tensor": torch.Tensor, "Tensor": torch.Tensor}
 # Tensor shapes tried, in order, for a parameter taken as a tensor: every such parameter gets the same shape.
@@ -59,6 +62,8 @@ def check_function(original: Callable[..., Any], fixed: Callable[..., Any]) -> t
             difference = relative_difference(expected, result)
         except Mismatch as mismatch:
             return FAILED, f"fp32 {mismatch}"
+        except Incomparable as incomparable:
+            return NOT_CALLED, f"called, but its {incomparable}"
         if difference > TOLERANCE:
             return FAILED, f"fp32 results differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)"
         return VERIFIED, f"fp32 max rel diff {difference:.3g}, called with {_shown(arguments)}"
@@ -126,9 +131,11 @@ def _value_for(parameter: inspect.Parameter) -> Any:
         return torch.device("cpu")
     if name in _BASE_NAMES or annotation is float:
         return 10000.0 if name in _BASE_NAMES else 0.5
-    if name in _DIMENSION_NAMES:
+    if name.endswith(("_idx", "_index")):
+        return 0  # an index into something of the sizes above
+    if name in _DIMENSION_NAMES or name.endswith("_dim"):
         return 64
-    if name in _LENGTH_NAMES or annotation is int:
+    if name in _LENGTH_NAMES or annotation is int or name.startswith(_COUNT_PREFIXES) or name.endswith(_COUNT_SUFFIXES):
         return 16
     if annotation is not inspect.Parameter.empty and not isinstance(annotation, str):
         raise _NotCallable(f"parameter {name!r} is annotated {getattr(annotation, '__name__', annotation)}")

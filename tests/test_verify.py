@@ -1,0 +1,260 @@
+"""`rope-lint fix --verify` (issue 15): the original and the fixed code of each changed file are imported side by side
+from the same package, compared in fp32 and run under the probe's conditions, and a file whose rewrite fails is not
+written.
+
+Each run goes through the command line in a fresh process, on a copy of fixtures/verify (a package of our own whose
+rotary module imports its neighbours relatively), so that no test's imports leak into another's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import REPO, ProbeRun, install_transformers, rope_lint, run_python
+
+from rope_lint.output.fix_report import FAILED, NOT_CALLED, VERIFIED
+
+FIXTURE = REPO / "fixtures" / "verify"
+ROTARY = Path("verifypkg", "layers", "rotary.py")
+ROTARY_CLASSES = ("CachedRotaryEmbedding", "ScaledRotaryEmbedding")
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """A copy of the fixture package's folder (the folder that holds `verifypkg`)."""
+    copy = tmp_path / "tree"
+    shutil.copytree(FIXTURE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def lines_about(stdout: str, name: str) -> list[str]:
+    return [line for line in stdout.splitlines() if f": {name} " in line]
+
+
+def test_every_rotary_class_and_changed_function_is_verified_and_the_fix_written(package: Path) -> None:
+    rotary = package / ROTARY
+    before = rotary.read_text()
+    run = rope_lint("fix", "--unsafe-fixes", "--verify", str(package))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stderr == ""
+    for name in ROTARY_CLASSES:
+        (line,) = lines_about(run.stdout, name)
+        assert line.startswith(f"{rotary}:")
+        assert f"{name} verified (fp32 max rel diff " in line
+        assert "5 conditions clean" in line  # the fix left the class exact under every condition
+    for name in ("inverse_frequencies", "attention_log_normaliser"):
+        (line,) = lines_about(run.stdout, name)
+        assert f"{name} verified (fp32 max rel diff " in line
+    # A function whose only parameter is a config cannot be called blind; the report says so and why.
+    (line,) = lines_about(run.stdout, "frequencies_for")
+    assert "frequencies_for could not call: parameter 'config' needs an object" in line
+    assert "Verified 4, 0 failed, 1 could not be checked." in run.stdout
+    assert run.stdout.endswith(" remaining.\n") and ", 0 remaining." in run.stdout
+    after = rotary.read_text()
+    assert after != before
+    compile(after, str(rotary), "exec")
+
+
+BROKEN_FIX = """
+import sys
+from rope_lint.fix import apply
+
+# The fix that the test stands in for the real one: the scaled class's positions multiplied, not divided.
+def broken(source, diagnostics):
+    text = source.replace("positions / self.scaling_factor", "positions * self.scaling_factor")
+    return apply.FixResult(text, list(diagnostics))
+
+apply.apply_fixes = broken
+from rope_lint.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_rewrite_that_changes_a_result_is_not_written_and_says_why(package: Path) -> None:
+    rotary = package / ROTARY
+    before = rotary.read_bytes()
+    run = run_python(BROKEN_FIX, "fix", "--unsafe-fixes", "--verify", str(package))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert rotary.read_bytes() == before
+    reason = "fp32 forward outputs differ by 2 relative (at most 1e-06 allowed)"
+    left = f"rope-lint: {rotary}: verification failed, file left as it was"
+    assert run.stderr == f"{left}: ScaledRotaryEmbedding: {reason}\n"
+    (line,) = lines_about(run.stdout, "ScaledRotaryEmbedding")
+    assert line == f"{rotary}:34: ScaledRotaryEmbedding not verified: {reason}"
+    # The file's findings stay, and none counts as fixed.
+    assert run.stdout.splitlines()[-1].startswith("Fixed 0 findings, ")
+    assert "RPL201" in run.stdout
+
+
+BLOCKED_TORCH = """
+import sys
+sys.modules["torch"] = None  # `import torch` now raises ImportError, as where it is not installed
+from rope_lint.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_torch_verify_is_a_one_line_usage_error_and_writes_nothing(package: Path) -> None:
+    rotary = package / ROTARY
+    before = rotary.read_bytes()
+    run = run_python(BLOCKED_TORCH, "fix", "--unsafe-fixes", "--verify", str(package))
+    assert run.returncode == 2
+    assert run.stdout == ""
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("rope-lint: error: fix --verify imports the code it fixes and needs torch (")
+    assert line.endswith("pip install 'rope-lint[probe]'")
+    assert rotary.read_bytes() == before
+    # Plain fix does not need torch.
+    plain = run_python(BLOCKED_TORCH, "fix", "--unsafe-fixes", "--diff", str(package))
+    assert plain.returncode == 0, plain.stderr
+
+
+def test_diff_with_verify_verifies_and_writes_nothing(package: Path) -> None:
+    rotary = package / ROTARY
+    before = rotary.read_bytes()
+    run = rope_lint("fix", "--unsafe-fixes", "--diff", "--verify", str(package))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert rotary.read_bytes() == before
+    assert f"+++ b/{rotary}" in run.stdout
+    assert all(len(lines_about(run.stdout, f"{name} verified")) == 1 for name in ROTARY_CLASSES)
+    assert run.stdout.splitlines()[-1].startswith("Would fix ")
+
+
+def verify_texts(code: str) -> ProbeRun:
+    """Runs `code` with `verify(original, fixed)` defined: `verify_changes` on the fixture's rotary module, original
+    text against a fixed text, printing each line. Run in a fresh process, as the command line runs it."""
+    prelude = textwrap.dedent(f"""
+        from pathlib import Path
+        from rope_lint.verify.changes import verify_changes
+        PATH = Path({str(FIXTURE / ROTARY)!r})
+        ORIGINAL = PATH.read_text()
+
+        def verify(fixed):
+            for verification in verify_changes([(PATH, ORIGINAL, fixed)]):
+                print(verification.status, verification.name, verification.detail, sep="|")
+    """)
+    return run_python(prelude + textwrap.dedent(code))
+
+
+def outcomes(run: ProbeRun) -> dict[str, tuple[str, str]]:
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split("|") for line in run.stdout.splitlines()]
+    return {name: (status, detail) for status, name, detail in rows}
+
+
+def test_relative_imports_resolve_to_the_package_itself() -> None:
+    run = run_python(
+        textwrap.dedent(f"""
+            from pathlib import Path
+            from rope_lint.verify.loading import FIXED_SUFFIX, load_sibling
+            path = Path({str(FIXTURE / ROTARY)!r})
+            module = load_sibling(path, path.read_text(), FIXED_SUFFIX)
+            print(module.__name__, module.__package__, module.apply_rotary.__module__, module.MAX_POSITIONS)
+        """)
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [
+        "verifypkg.layers.rotary__rope_lint_fixed",
+        "verifypkg.layers",
+        "verifypkg.layers.rotation",
+        "2048",
+    ]
+
+
+def test_a_fixed_class_that_fails_under_a_condition_where_the_original_builds_fails() -> None:
+    # Fine in fp32; under a bf16 default dtype it raises, which the original does not.
+    fixed = """
+        fixed = ORIGINAL.replace(
+            "        self.dim = dim\\n",
+            "        self.dim = dim\\n        assert torch.get_default_dtype() == torch.float32, 'not float32'\\n",
+            1,
+        )
+        verify(fixed)
+    """
+    found = outcomes(verify_texts(fixed))
+    status, detail = found["CachedRotaryEmbedding"]
+    assert status == FAILED
+    assert detail.startswith("under default-dtype-bf16 the fixed class fails: AssertionError: not float32")
+
+
+def test_a_state_dict_change_a_dtype_change_and_an_import_error_fail() -> None:
+    code = """
+        verify(ORIGINAL.replace('"inv_freq", inv_freq, persistent=False', '"inv_freq", inv_freq'))
+        verify(ORIGINAL.replace("torch.exp(scores)", "torch.exp(scores.double())"))
+        verify(ORIGINAL.replace("from .rotation import apply_rotary", "from .rotation import no_such_name"))
+    """
+    run = verify_texts(code)
+    assert run.returncode == 0, run.stderr
+    rows = [line.split("|") for line in run.stdout.splitlines()]
+    assert [FAILED, "CachedRotaryEmbedding", "state_dict keys differ (lost none, gained ['inv_freq'])"] in rows
+    assert [FAILED, "attention_log_normaliser", "fp32 result: dtype torch.float32 became torch.float64"] in rows
+    failed_import = [row for row in rows if row[1] == "rotary.py"]
+    assert failed_import[0][0] == FAILED
+    import_error = "the fixed module does not import where the original does: ImportError: cannot import name"
+    assert failed_import[0][2].startswith(import_error)
+
+
+def test_the_unchanged_text_verifies_everything_and_calls_no_unchanged_function() -> None:
+    found = outcomes(verify_texts("verify(ORIGINAL)"))
+    # Rotary classes are always built; functions only when the fix changed them.
+    assert set(found) == set(ROTARY_CLASSES)
+    assert all(status == VERIFIED and "fp32 max rel diff 0" in detail for status, detail in found.values())
+
+
+def test_functions_are_called_on_arguments_from_their_signatures() -> None:
+    code = """
+        import torch
+        from rope_lint.verify.functions import check_function
+
+        def takes_a_module(module, x):
+            return x
+        def takes_tensors(scores: torch.Tensor, mask, dim: int = -1):
+            return (scores + mask).softmax(dim)
+        def takes_a_length(seq_len):
+            return torch.arange(seq_len)
+        for function in (takes_a_module, takes_tensors, takes_a_length):
+            print(*check_function(function, function), sep="|")
+    """
+    run = run_python(textwrap.dedent(code))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        f"{NOT_CALLED}|parameter 'module' needs an object that cannot be derived from its signature",
+        f"{VERIFIED}|fp32 max rel diff 0, called with scores=float32[2, 8, 16], mask=float32[2, 8, 16]",
+        f"{VERIFIED}|fp32 max rel diff 0, called with seq_len=16",
+    ]
+
+
+RELEASES = ("4.37.2", "5.24.0")
+COMMAND_LINE = "import sys\nfrom rope_lint.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", RELEASES)
+def test_every_changed_rotary_class_of_a_transformers_release_is_verified(tmp_path: Path, version: str) -> None:
+    """`fix --unsafe-fixes --verify` on a copy of the release, importable with its dependencies from the cache (never
+    the project's environment): each rotary class the fix changed is reported verified, and nothing fails."""
+    from rope_lint.verify.models import changed_rotary_classes
+
+    site = install_transformers(version)
+    tree = tmp_path / "transformers"
+    shutil.copytree(site / "transformers", tree, ignore=shutil.ignore_patterns("__pycache__"))
+    originals = {path: path.read_text(encoding="utf-8") for path in tree.rglob("*.py")}
+    run = run_python(COMMAND_LINE, "fix", "--unsafe-fixes", "--verify", str(tree), pythonpath=[site])
+    assert " not verified: " not in run.stdout, run.stdout[-5000:]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    verified = {
+        (line.split(":", 1)[0], line.split(": ", 1)[1].split(" ", 1)[0])
+        for line in run.stdout.splitlines()
+        if " verified (" in line
+    }
+    changed = {
+        (str(path), name)
+        for path, text in originals.items()
+        if text != path.read_text(encoding="utf-8")
+        for name in changed_rotary_classes(text, path.read_text(encoding="utf-8"))
+    }
+    assert changed, "the fix changed no rotary class"
+    assert changed <= verified, sorted(changed - verified)
