@@ -6,8 +6,10 @@ In the `forward` of every rotary class, a statement with a matrix product (`@`, 
 
     with torch.autocast(device_type=<input>.device.type, enabled=False):
 
-with its operands upcast with `.float()`. Consecutive such statements share one block. `forward` casts its results
-to the input dtype at the end as before, so the result's dtype does not change: the fix is safe.
+with its operands upcast with `.float()`. `<input>` is a tensor that `forward` takes on every path
+(`rotary.device_source`); a `forward` without one (it takes a sequence length) is left as it is. Consecutive such
+statements share one block. `forward` casts its results to the input dtype at the end as before, so the result's
+dtype does not change: the fix is safe.
 
 Run it through rope-lint (`rope-lint fix`, on files with RPL204 findings) or LibCST:
 `python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_autocast.RopeAutocastCommand PATH`.
@@ -19,6 +21,7 @@ description, which RPL204 reads too; names resolve through the file's imports, a
 from __future__ import annotations
 
 import ast
+import textwrap
 from pathlib import Path
 
 import libcst as cst
@@ -26,7 +29,7 @@ import libcst.matchers as m
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from rope_lint.codemods.rope_tables import rotary_class_names
 
-from rope_lint.rules.analysis import autocast
+from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.edits import as_operand, cast_to_float
 
@@ -107,14 +110,17 @@ class _AutocastOff(cst.CSTTransformer):
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         if not (self.classes and self.classes[-1] in self.rotary and updated_node.name.value == "forward"):
             return updated_node
-        inputs = [param.name.value for param in updated_node.params.params if param.name.value != "self"]
-        if not inputs or not isinstance(updated_node.body, cst.IndentedBlock):
+        # The device type comes from a tensor that forward takes on every path, never from a length or a shape.
+        parsed = ast.parse(textwrap.dedent(cst.Module([]).code_for_node(original_node))).body[0]
+        assert isinstance(parsed, ast.FunctionDef | ast.AsyncFunctionDef)
+        device = rotary.device_source(parsed)
+        if device is None or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
-        body = _with_autocast_off(list(updated_node.body.body), inputs[0], self.names)
+        body = _with_autocast_off(list(updated_node.body.body), device, self.names)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
 
-def _with_autocast_off(statements: list[cst.BaseStatement], input_name: str, names: _Names) -> list[cst.BaseStatement]:
+def _with_autocast_off(statements: list[cst.BaseStatement], device: str, names: _Names) -> list[cst.BaseStatement]:
     """The statements, with each run of statements holding an autocast product wrapped in one autocast-off block."""
     result: list[cst.BaseStatement] = []
     run: list[cst.BaseStatement] = []
@@ -123,27 +129,27 @@ def _with_autocast_off(statements: list[cst.BaseStatement], input_name: str, nam
             run.append(statement.visit(_Upcast(names)))
             continue
         if run:
-            result.append(_autocast_off_block(run, input_name, names))
+            result.append(_autocast_off_block(run, device, names))
             run = []
         if isinstance(statement, cst.With) and any(_disables_autocast(item.item) for item in statement.items):
             result.append(statement)
         elif isinstance(statement, cst.If | cst.For | cst.While | cst.With) and isinstance(
             statement.body, cst.IndentedBlock
         ):
-            inner = _with_autocast_off(list(statement.body.body), input_name, names)
+            inner = _with_autocast_off(list(statement.body.body), device, names)
             result.append(statement.with_changes(body=statement.body.with_changes(body=inner)))
         else:
             result.append(statement)
     if run:
-        result.append(_autocast_off_block(run, input_name, names))
+        result.append(_autocast_off_block(run, device, names))
     return result
 
 
-def _autocast_off_block(run: list[cst.BaseStatement], input_name: str, names: _Names) -> cst.With:
+def _autocast_off_block(run: list[cst.BaseStatement], device: str, names: _Names) -> cst.With:
     # The comments and blank lines above the first statement go above the block.
     first = run[0]
     assert isinstance(first, cst.SimpleStatementLine)
-    context = cst.parse_expression(f"{names.torch}.autocast(device_type={input_name}.device.type, enabled=False)")
+    context = cst.parse_expression(f"{names.torch}.autocast(device_type={device}.type, enabled=False)")
     return cst.With(
         items=[cst.WithItem(context)],
         body=cst.IndentedBlock(body=[first.with_changes(leading_lines=[]), *run[1:]]),

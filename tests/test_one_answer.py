@@ -183,7 +183,7 @@ def test_an_aliased_product_is_flagged_by_the_rule_and_rewritten_by_the_codemod(
     upcast = PRODUCTS[function].replace("positions,", "positions.float(),").replace("inv_freq)", "inv_freq.float())")
     assert fixed == source.replace(
         f"        freqs = {PRODUCTS[function]}\n",
-        f"        with t.autocast(device_type=x.device.type, enabled=False):\n            freqs = {upcast}\n",
+        f"        with t.autocast(device_type=positions.device.type, enabled=False):\n            freqs = {upcast}\n",
     )
     assert rpl204(path) == []
     # The codemod on its own, given the whole module (as `python -m libcst.tool codemod` gives it), rewrites alike.

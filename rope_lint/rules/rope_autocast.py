@@ -38,25 +38,28 @@ class RopeAutocast(Rule):
     ## Fix safety
     Safe: the product and the tables come out in float32, and `forward` casts them to the input dtype at the
     end as before. The autocast codemod (`codemods/rope_autocast.py`) makes the edit: it wraps each run of
-    statements holding such a product in one autocast-off block and upcasts the product's operands.
+    statements holding such a product in one autocast-off block and upcasts the product's operands. No fix
+    for a `forward` that takes no tensor (a sequence length alone): the block has no device type to name.
     """
 
     code = "RPL204"
     name = "rope-autocast"
     prefilter = PrefilterSpec(triggers=(b"inv_freq",), parses_whole_class=rotary.may_be_rotary)
-    fix_availability = FixAvailability.ALWAYS
+    fix_availability = FixAvailability.SOMETIMES  # none for a forward that takes no tensor to name a device type
     fix_safeties = frozenset({FixSafety.SAFE})
     fix_payloads = (ClassRewrite,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for cls in rotary.rotary_classes(ctx):
-            rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name))
             for method in rotary.methods(cls):
                 if method.name == "forward":
+                    # The autocast block names the device type of a tensor forward takes; without one, no fix.
+                    has_device = rotary.device_source(method) is not None
+                    rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name)) if has_device else None
                     yield from self._check_forward(ctx, method.body, rewrite, autocast_off=False)
 
     def _check_forward(
-        self, ctx: FileContext, body: list[ast.stmt], rewrite: Fix, autocast_off: bool
+        self, ctx: FileContext, body: list[ast.stmt], rewrite: Fix | None, autocast_off: bool
     ) -> Iterator[Flagged]:
         for statement in body:
             if isinstance(statement, ast.With | ast.AsyncWith):
@@ -90,7 +93,7 @@ class RopeAutocast(Rule):
             fixed="import torch\n"
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
-            "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
+            "        with torch.autocast(device_type=position_ids.device.type, enabled=False):\n"
             "            freqs = (self.inv_freq[None, :, None].float() @ position_ids[:, None, :].float()).mT\n"
             "        return freqs.cos(), freqs.sin()\n",
             safety=FixSafety.SAFE,
@@ -115,6 +118,14 @@ class RopeAutocast(Rule):
             "        return freqs.cos(), emb\n",
             safety=FixSafety.SAFE,
             count=2,
+        ),
+        Invalid(
+            # forward takes a sequence length alone: the autocast block has no device type to name.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, seq_len):\n"
+            "        t = torch.arange(seq_len, device=self.inv_freq.device)\n"
+            "        return torch.outer(t, self.inv_freq)\n"
         ),
         Valid(
             "import torch\n"

@@ -174,8 +174,11 @@ _TENSOR_ATTRIBUTES = frozenset(
     {"device", "dtype", "float", "to", "type_as", "unsqueeze", "expand", "size", "dim", "is_floating_point"}
 )
 _TENSOR_ANNOTATIONS = frozenset({"Tensor", "FloatTensor", "LongTensor"})
-# The tensor methods whose argument is a tensor: `emb.cos().type_as(hidden_states)` shows `hidden_states` is one.
-_TENSOR_ARGUMENT_METHODS = frozenset({"type_as", "expand_as", "view_as", "reshape_as"})
+# The functions and methods whose arguments are tensors: `emb.cos().type_as(hidden_states)` and
+# `torch.outer(positions, self.inv_freq)` show `hidden_states` and `positions` are.
+_TENSOR_ARGUMENT_METHODS = frozenset(
+    {"type_as", "expand_as", "view_as", "reshape_as", "matmul", "outer", "ger", "einsum", "bmm", "mm"}
+)
 
 
 def device_source(method: FunctionNode) -> str | None:
@@ -184,9 +187,9 @@ def device_source(method: FunctionNode) -> str | None:
     length, a shape, the function an `_apply` override takes).
 
     A parameter is a tensor on every path when it is annotated as one, or when the method reads a tensor's
-    attribute from it (`x.dtype`, `position_ids.float()`), indexes it with a new axis (`position_ids[:, None]`) or
-    passes it to `type_as`, where every call runs: not under an `if`, a loop, a `try`, a lambda, a conditional
-    expression or the right of an `and`/`or`. A parameter that defaults to None is none.
+    attribute from it (`x.dtype`, `position_ids.float()`), indexes it with a new axis (`position_ids[:, None]`),
+    multiplies it as a matrix or passes it to `type_as`, where every call runs: not under an `if`, a loop, a `try`,
+    a lambda, a conditional expression or the right of an `and`/`or`. A parameter that defaults to None is none.
     """
     arguments = method.args
     positional = [*arguments.posonlyargs, *arguments.args]
@@ -234,9 +237,11 @@ def _tensor_reads(body: list[ast.stmt]) -> set[str]:
             elif _indexes_as_tensor(node):
                 assert isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
                 names.add(node.value.id)
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                names.update(operand.id for operand in (node.left, node.right) if isinstance(operand, ast.Name))
             elif _passes_as_tensor(node):
-                assert isinstance(node, ast.Call) and isinstance(node.args[0], ast.Name)
-                names.add(node.args[0].id)
+                assert isinstance(node, ast.Call)
+                names.update(argument.id for argument in node.args if isinstance(argument, ast.Name))
             pending.extend(ast.iter_child_nodes(node))
     return names
 
@@ -250,13 +255,11 @@ def _indexes_as_tensor(node: ast.AST) -> bool:
 
 
 def _passes_as_tensor(node: ast.AST) -> bool:
-    """`t.type_as(name)` and the like: a call that takes a plain name where only a tensor goes."""
+    """`t.type_as(name)`, `torch.outer(a, b)` and the like: a call whose arguments go where only tensors go."""
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr in _TENSOR_ARGUMENT_METHODS
-        and len(node.args) == 1
-        and isinstance(node.args[0], ast.Name)
     )
 
 
