@@ -429,15 +429,18 @@ class _RotaryClassRewrite(cst.CSTTransformer):
     def visit_Call(self, node: cst.Call) -> bool:
         if m.matches(node.func, m.Attribute(attr=m.Name("to"))):
             assert isinstance(node.func, cst.Attribute)
-            self.moved.add(_receiver_root(node.func.value))
+            root = _receiver_root(node.func.value)
+            if root is not None:
+                self.moved.add(root)
         return True
 
     def visit_Return(self, node: cst.Return) -> bool:
         elements = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value] if node.value else []
         for element in elements:
             value = element.value if isinstance(element, cst.Element) else element
-            if _is_bare_table_read(value):
-                self.moved.add(_receiver_root(value))
+            root = _receiver_root(value)
+            if _is_bare_table_read(value) and root is not None:
+                self.moved.add(root)
         return True
 
     def leave_SimpleStatementLine(
@@ -592,10 +595,14 @@ def _names_read_by_table_stores(method: cst.FunctionDef) -> set[str]:
     return {name.value for value in values for name in m.findall(value, m.Name()) if isinstance(name, cst.Name)}
 
 
-def _receiver_root(node: cst.BaseExpression) -> cst.BaseExpression:
-    """`self.cos_cached` of `self.cos_cached[:n].float()`: what a chain of subscripts and calls starts from."""
+def _receiver_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`self.cos_cached` of `self.cos_cached[:n].float()`: what a chain of subscripts and calls starts from. None
+    when a subscript indexes by a tensor (`self.cos_cached[position_ids]`): a table on the CPU takes no index on an
+    accelerator, so the table moves before it, not after."""
     while True:
         if isinstance(node, cst.Subscript):
+            if _indexes_by_value(node):
+                return None
             node = node.value
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             node = node.func.value
@@ -703,8 +710,20 @@ def _move_bare_table_reads(value: cst.BaseExpression, device: str) -> cst.BaseEx
     return moved(value)
 
 
+def _indexes_by_value(subscript: cst.Subscript) -> bool:
+    """`t[position_ids]`, `t[:, ids]`: an index other than slices, integers, `None` and `...`."""
+    return any(
+        isinstance(element.slice, cst.Index)
+        and not isinstance(element.slice.value, cst.Integer | cst.Ellipsis)
+        and not m.matches(element.slice.value, m.Name("None"))
+        for element in subscript.slice
+    )
+
+
 def _is_bare_table_read(node: cst.BaseExpression) -> bool:
     """`self.cos_cached` or `self.cos_cached[:n]`: a table, not moved or cast."""
     while isinstance(node, cst.Subscript):
+        if _indexes_by_value(node):
+            return False
         node = node.value
     return isinstance(node, cst.Attribute) and m.matches(node.value, m.Name("self")) and is_table_name(node.attr.value)

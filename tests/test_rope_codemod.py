@@ -254,3 +254,79 @@ def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_al
     assert "* self.inv_freq_fp32.to(position_ids.device)" in once
     assert '"inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim)).to(' in once
     assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once
+
+
+# Issue 15, shape 3: classes whose methods return a table without taking a tensor to move it to.
+WITHOUT_A_DEVICE = """\
+import torch
+from torch import nn
+
+
+class LengthRotaryEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)), persistent=False)
+
+    def forward(self, seq_len):
+        positions = torch.arange(seq_len, device=self.inv_freq.device).float()
+        return positions[:, None] * self.inv_freq[None, :]
+
+
+class ScaledLengthRotaryEmbedding(LengthRotaryEmbedding):
+    def __init__(self, dim, factor):
+        super().__init__(dim)
+        self.register_buffer("inv_freq", self.inv_freq / factor, persistent=False)
+
+
+class GridRotaryEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (100 ** (torch.arange(0, dim, 4).float() / dim)), persistent=False)
+
+    def angles(self, shape):
+        rows = torch.arange(shape[0], device=self.inv_freq.device).float()
+        return rows[:, None] * self.inv_freq[None, :]
+"""
+
+
+def test_a_class_whose_tables_have_no_device_to_move_to_is_left_as_it_is_and_offered_no_fix() -> None:
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.rope_tables import RopeTablesCommand
+
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    rewritten = RopeTablesCommand(CodemodContext()).transform_module(parse_module(WITHOUT_A_DEVICE)).code
+    assert rewritten == WITHOUT_A_DEVICE  # the subclass too: it shares the forward that has no device
+    found = check_source("model.py", WITHOUT_A_DEVICE, Settings(select_rules(["RPL2"], []), Path(".")))
+    assert {d.code for d in found} >= {"RPL202", "RPL203"}
+    assert [d for d in found if d.fix is not None] == []
+
+
+def test_an_apply_override_reads_its_tables_where_they_are() -> None:
+    """`_apply(self, fn)` takes a function: its table reads stay unmoved, and forward's move to the input's device."""
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.rope_tables import RopeTablesCommand
+
+    source = (
+        "class CachedRotaryEmbedding(nn.Module):\n"
+        "    def __init__(self, dim, n):\n"
+        "        super().__init__()\n"
+        '        self.register_buffer("inv_freq", torch.ones(dim), persistent=False)\n'
+        '        self.register_buffer("cos_cached", torch.ones(n, dim), persistent=False)\n'
+        "\n"
+        "    def _apply(self, fn, recurse=True):\n"
+        "        super()._apply(fn, recurse)\n"
+        "        self.cos_cached = torch.outer(torch.arange(self.cos_cached.shape[0]), self.inv_freq).cos()\n"
+        "        return self\n"
+        "\n"
+        "    def forward(self, x, position_ids):\n"
+        "        return self.cos_cached[position_ids].to(x.dtype)\n"
+    )
+    rewritten = RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
+    assert "fn.device" not in rewritten
+    assert "torch.arange(self.cos_cached.shape[0]), self.inv_freq).cos()" in rewritten
+    # The table moves before it is indexed: a CPU table takes no index that lives on an accelerator.
+    assert "return self.cos_cached.to(x.device)[position_ids].to(x.dtype)" in rewritten
