@@ -8,6 +8,7 @@ rotary module imports its neighbours relatively), so that no test's imports leak
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -243,13 +244,20 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(tmp_pa
     shutil.copytree(site / "transformers", tree, ignore=shutil.ignore_patterns("__pycache__"))
     originals = {path: path.read_text(encoding="utf-8") for path in tree.rglob("*.py")}
     run = run_python(COMMAND_LINE, "fix", "--unsafe-fixes", "--verify", str(tree), pythonpath=[site])
-    assert " not verified: " not in run.stdout, run.stdout[-5000:]
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    verified = {
-        (line.split(":", 1)[0], line.split(": ", 1)[1].split(" ", 1)[0])
-        for line in run.stdout.splitlines()
-        if " verified (" in line
-    }
+    assert "verification failed" not in run.stderr, run.stderr[-5000:]
+    assert " 0 failed, " in run.stdout and " not verified: " not in run.stdout, run.stdout[-5000:]
+    # The exit code is then that of the findings left, as for a plain fix.
+    left = 2 if re.search(r": RPL9\d\d ", run.stdout) else 0 if run.stdout.endswith(" 0 remaining.\n") else 1
+    assert run.returncode == left, run.stderr[-3000:]
+    reported = {}
+    for line in run.stdout.splitlines():
+        match = re.match(r"(.+?):(\d+): ([\w.]+) (verified|could not build|could not call)\b(.*)", line)
+        if match:
+            # A method's line stands for a class that the probe does not take for rotary (the source's evidence
+            # and the run time's differ, as for `*RotaryRelativePositionalBias`): its changed methods are checked.
+            name, _, method = match[3].partition(".")
+            status = f"not rotary at run time; {method} {match[4]}" if method else match[4]
+            reported.setdefault((match[1], name), (status, match[5]))
     changed = {
         (str(path), name)
         for path, text in originals.items()
@@ -257,4 +265,12 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(tmp_pa
         for name in changed_rotary_classes(text, path.read_text(encoding="utf-8"))
     }
     assert changed, "the fix changed no rotary class"
-    assert changed <= verified, sorted(changed - verified)
+    not_verified = {key: reported.get(key, ("not reported", "")) for key in changed}
+    not_verified = {key: status + detail for key, (status, detail) in not_verified.items() if status != "verified"}
+    verified = len(changed) - len(not_verified)
+    print(f"transformers {version}: {verified} of {len(changed)} changed rotary classes verified")
+    for (path, name), what in sorted(not_verified.items()):
+        print(f"  {Path(path).relative_to(tmp_path)}: {name} {what}")
+    # A changed rotary class that is not verified is one the probe cannot build, or one it does not take for rotary
+    # (its changed methods are reported instead): never one that failed, nor one left unreported.
+    assert all(what.startswith(("could not build", "not rotary")) for what in not_verified.values()), not_verified

@@ -68,6 +68,8 @@ def verify_file(path: Path, original: str, fixed: str) -> list[Verification]:
             return [Verification(str(path), 1, path.name, FAILED, reason)]
         try:
             found = _checks(path, original, fixed, original_module, fixed_module)
+        except Exception as error:  # model code can break what inspects it; an unproven rewrite is not written
+            return [Verification(str(path), 1, path.name, FAILED, f"the verification itself failed: {describe(error)}")]
         finally:
             unload(fixed_module)
     finally:
