@@ -140,6 +140,7 @@ def fix(
     unsafe: bool = False,
     diff: bool = False,
     verify: bool = False,
+    verify_models: bool = True,
 ) -> FixReport:
     """`rope-lint fix`: apply the fixes of the findings in `paths`, safe ones only unless `unsafe`.
 
@@ -148,8 +149,9 @@ def fix(
     code side by side and prove, before anything is written, that they compute the same in fp32 (and, in a
     transformers tree, that a tiny model saved by the original code loads with the fixed code to the same logits):
     a file that fails is left as it was, and its failure is reported. `verify` runs the code it fixes and needs
-    torch. A generated transformers file among `paths` brings its modular source and the parent models its findings
-    come from, so that a regeneration keeps the fix. Every file is checked afresh (no result cache).
+    torch; `verify_models` false leaves out the model level, which takes minutes per hundred architectures. A
+    generated transformers file among `paths` brings its modular source and the parent models its findings come
+    from, so that a regeneration keeps the fix. Every file is checked afresh (no result cache).
 
     Out: a `FixReport`: the findings fixed; those left after the fix, in the order of `check`, with an RPL904
     finding for each `# Copied from` copy that matched its source before a rewrite and does not now; the files a fix
@@ -172,7 +174,7 @@ def fix(
     if verify:
         from rope_lint.verify.run import verified_outcomes
 
-        outcomes, verifications = verified_outcomes(outcomes, write=not diff)
+        outcomes, verifications = verified_outcomes(outcomes, write=not diff, models=verify_models)
     originals = {Path(o.path): o.original for o in outcomes if o.original is not None}
     groups, diverged = diverged_by_fix(originals) if originals else (0, [])
     remaining = sorted([*(d for o in outcomes for d in o.remaining), *diverged], key=lambda d: d.sort_key)

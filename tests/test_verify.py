@@ -228,13 +228,25 @@ def test_functions_are_called_on_arguments_from_their_signatures() -> None:
     ]
 
 
-RELEASES = ("4.37.2", "5.24.0")
 COMMAND_LINE = "import sys\nfrom rope_lint.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+# What the command line does, without the model level: it takes about 15 minutes on transformers 5.24's 121
+# causal-LM architectures (tests/test_verify_models.py covers it on 4.37.2).
+WITHOUT_MODELS = """
+import sys
+from rope_lint import api
+from rope_lint.output import fix_report
+
+report = api.fix(sys.argv[-1:], unsafe=True, verify=True, verify_models=False)
+sys.stderr.write(fix_report.failures(report))
+sys.stdout.write(fix_report.render(report))
+"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("version", RELEASES)
-def test_every_changed_rotary_class_of_a_transformers_release_is_verified(tmp_path: Path, version: str) -> None:
+@pytest.mark.parametrize(("version", "models"), [("4.37.2", True), ("5.24.0", False)])
+def test_every_changed_rotary_class_of_a_transformers_release_is_verified(
+    tmp_path: Path, version: str, models: bool
+) -> None:
     """`fix --unsafe-fixes --verify` on a copy of the release, importable with its dependencies from the cache (never
     the project's environment): each rotary class the fix changed is reported verified, and nothing fails."""
     from rope_lint.verify.models import changed_rotary_classes
@@ -243,12 +255,15 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(tmp_pa
     tree = tmp_path / "transformers"
     shutil.copytree(site / "transformers", tree, ignore=shutil.ignore_patterns("__pycache__"))
     originals = {path: path.read_text(encoding="utf-8") for path in tree.rglob("*.py")}
-    run = run_python(COMMAND_LINE, "fix", "--unsafe-fixes", "--verify", str(tree), pythonpath=[site])
+    script = COMMAND_LINE if models else WITHOUT_MODELS
+    run = run_python(script, "fix", "--unsafe-fixes", "--verify", str(tree), pythonpath=[site])
     assert "verification failed" not in run.stderr, run.stderr[-5000:]
     assert " 0 failed, " in run.stdout and " not verified: " not in run.stdout, run.stdout[-5000:]
     # The exit code is then that of the findings left, as for a plain fix.
     left = 2 if re.search(r": RPL9\d\d ", run.stdout) else 0 if run.stdout.endswith(" 0 remaining.\n") else 1
-    assert run.returncode == left, run.stderr[-3000:]
+    assert run.returncode == (left if models else 0), run.stderr[-3000:]
+    if models:
+        assert "(tiny model) verified (fp32 logits identical" in run.stdout
     reported = {}
     for line in run.stdout.splitlines():
         match = re.match(r"(.+?):(\d+): ([\w.]+) (verified|could not build|could not call)\b(.*)", line)
@@ -273,4 +288,5 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(tmp_pa
         print(f"  {Path(path).relative_to(tmp_path)}: {name} {what}")
     # A changed rotary class that is not verified is one the probe cannot build, or one it does not take for rotary
     # (its changed methods are reported instead): never one that failed, nor one left unreported.
-    assert all(what.startswith(("could not build", "not rotary")) for what in not_verified.values()), not_verified
+    allowed = ("could not build", "not rotary", "could not call: not a rotary class")
+    assert all(what.startswith(allowed) for what in not_verified.values()), not_verified

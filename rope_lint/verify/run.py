@@ -25,9 +25,10 @@ from rope_lint.verify.models import (
 
 
 def verified_outcomes(
-    outcomes: Sequence[FileFixOutcome], write: bool
+    outcomes: Sequence[FileFixOutcome], write: bool, models: bool = True
 ) -> tuple[list[FileFixOutcome], list[Verification]]:
-    """The outcomes once each held fix is verified and then written (when `write`) or dropped, and what was found.
+    """The outcomes once each held fix is verified and then written (when `write`) or dropped, and what was found;
+    with `models`, the written files of a transformers tree are then verified at the model level.
 
     A dropped fix leaves its file as it was, with its findings, and says why in the outcome's error."""
     held = [o for o in outcomes if o.held is not None]
@@ -44,7 +45,7 @@ def verified_outcomes(
             results.append(without_held_fix(outcome, _left_as_it_was(failures[outcome.path], write)))
         else:
             results.append(with_held_fix_written(outcome) if write else outcome)
-    if write:
+    if write and models:
         results, model_verifications = _models_verified(results)
         verifications += model_verifications
     return results, verifications
