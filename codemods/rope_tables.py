@@ -382,7 +382,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
             self.construction = _construction_methods(node)
             self.tables = _construction_tables(node, self.construction)
             self.persistent = {name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)}
-            parsed = next(cls for cls in ast.parse(_code(node)).body if isinstance(cls, ast.ClassDef))
+            parsed = next(cls for cls in ast.parse(textwrap.dedent(_code(node))).body if isinstance(cls, ast.ClassDef))
             self.devices = {method.name: rotary.device_source(method) for method in rotary.methods(parsed)}
         return True
 

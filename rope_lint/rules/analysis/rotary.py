@@ -188,8 +188,9 @@ def device_source(method: FunctionNode) -> str | None:
 
     A parameter is a tensor on every path when it is annotated as one, or when the method reads a tensor's
     attribute from it (`x.dtype`, `position_ids.float()`), indexes it with a new axis (`position_ids[:, None]`),
-    multiplies it as a matrix or passes it to `type_as`, where every call runs: not under an `if`, a loop, a `try`,
-    a lambda, a conditional expression or the right of an `and`/`or`. A parameter that defaults to None is none.
+    multiplies it as a matrix or passes it to `type_as`: a caller passes the same kind of value whichever branch
+    runs, unless a condition on the parameter itself chooses the branch (`if x is not None:`). A parameter that
+    defaults to None is none, and neither is one annotated otherwise.
     """
     arguments = method.args
     positional = [*arguments.posonlyargs, *arguments.args]
@@ -204,46 +205,61 @@ def device_source(method: FunctionNode) -> str | None:
     read = _tensor_reads(method.body)
     for arg in candidates:
         annotation = arg.annotation
-        if isinstance(annotation, ast.Attribute | ast.Name):
-            name = annotation.attr if isinstance(annotation, ast.Attribute) else annotation.id
-            if name == "device" and isinstance(annotation, ast.Attribute):
-                return arg.arg
-            if name in _TENSOR_ANNOTATIONS:
-                return f"{arg.arg}.device"
-        if arg.arg in read:
+        name = (
+            annotation.attr
+            if isinstance(annotation, ast.Attribute)
+            else annotation.id
+            if isinstance(annotation, ast.Name)
+            else None
+        )
+        if name == "device" and isinstance(annotation, ast.Attribute):
+            return arg.arg
+        if name in _TENSOR_ANNOTATIONS or (annotation is None and arg.arg in read):
             return f"{arg.arg}.device"
     return None
 
 
 def _tensor_reads(body: list[ast.stmt]) -> set[str]:
-    """The names whose tensor attributes (`_TENSOR_ATTRIBUTES`) the statements read on every path."""
+    """The names whose use in the statements shows a tensor (`_TENSOR_ATTRIBUTES`, a new axis, a matrix product),
+    wherever the use runs, but not under a condition that tests the name itself (`if x is not None:`,
+    `isinstance(x, torch.Tensor) and x.device`), in a `try`, or in a lambda or a nested function."""
     names: set[str] = set()
-    pending: list[ast.AST] = list(body)
+    pending: list[tuple[ast.AST, frozenset[str]]] = [(statement, frozenset()) for statement in body]
     while pending:
-        node = pending.pop()
-        if isinstance(node, ast.If | ast.While):
-            pending.append(node.test)  # the test runs; its branches may not
-        elif isinstance(node, ast.For | ast.AsyncFor):
-            pending.append(node.iter)
-        elif isinstance(node, ast.IfExp):
-            pending.append(node.test)
-        elif isinstance(node, ast.BoolOp):
-            pending.append(node.values[0])
-        elif isinstance(node, ast.Try | ast.Lambda | FunctionNode | ast.ClassDef):
+        node, guarded = pending.pop()
+        if isinstance(node, ast.Try | ast.Lambda | FunctionNode | ast.ClassDef):
             continue
+        names.update(_shown_tensors(node) - guarded)
+        if isinstance(node, ast.BoolOp):
+            # Each operand runs only as the ones before it allow.
+            for index, value in enumerate(node.values):
+                pending.append((value, guarded | _names_in(node.values[:index])))
+        elif isinstance(node, ast.If | ast.While | ast.IfExp):
+            condition = _names_in([node.test])
+            for child in ast.iter_child_nodes(node):
+                pending.append((child, guarded if child is node.test else guarded | condition))
         else:
-            if isinstance(node, ast.Attribute) and node.attr in _TENSOR_ATTRIBUTES and isinstance(node.value, ast.Name):
-                names.add(node.value.id)
-            elif _indexes_as_tensor(node):
-                assert isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                names.add(node.value.id)
-            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                names.update(operand.id for operand in (node.left, node.right) if isinstance(operand, ast.Name))
-            elif _passes_as_tensor(node):
-                assert isinstance(node, ast.Call)
-                names.update(argument.id for argument in node.args if isinstance(argument, ast.Name))
-            pending.extend(ast.iter_child_nodes(node))
+            pending.extend((child, guarded) for child in ast.iter_child_nodes(node))
     return names
+
+
+def _names_in(nodes: list[ast.expr]) -> frozenset[str]:
+    return frozenset(name.id for node in nodes for name in ast.walk(node) if isinstance(name, ast.Name))
+
+
+def _shown_tensors(node: ast.AST) -> set[str]:
+    """The plain names that `node` uses as only a tensor is used."""
+    if isinstance(node, ast.Attribute) and node.attr in _TENSOR_ATTRIBUTES and isinstance(node.value, ast.Name):
+        return {node.value.id}
+    if _indexes_as_tensor(node):
+        assert isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+        return {node.value.id}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return {operand.id for operand in (node.left, node.right) if isinstance(operand, ast.Name)}
+    if _passes_as_tensor(node):
+        assert isinstance(node, ast.Call)
+        return {argument.id for argument in node.args if isinstance(argument, ast.Name)}
+    return set()
 
 
 def _indexes_as_tensor(node: ast.AST) -> bool:
