@@ -330,3 +330,29 @@ def test_an_apply_override_reads_its_tables_where_they_are() -> None:
     assert "torch.arange(self.cos_cached.shape[0]), self.inv_freq).cos()" in rewritten
     # The table moves before it is indexed: a CPU table takes no index that lives on an accelerator.
     assert "return self.cos_cached.to(x.device)[position_ids].to(x.dtype)" in rewritten
+
+
+@pytest.mark.parametrize(
+    ("method", "device"),
+    [
+        ("def forward(self, x, seq_len=None):\n    return self.cos_cached[:seq_len].to(dtype=x.dtype)", "x.device"),
+        ("def forward(self, seq_len, hidden_states):\n    return hidden_states.float()", "hidden_states.device"),
+        ("def forward(self, x, ids):\n    return ids[..., None] * self.inv_freq", "ids.device"),
+        ("def forward(self, seq_len: int, device: torch.device):\n    return self.inv_freq", "device"),
+        ("def forward(self, q: torch.Tensor, k: torch.Tensor):\n    return q", "q.device"),
+        ("def forward(self, x):\n    if seq_len > 4:\n        self._build(x.device)\n    return self.cos", "x.device"),
+        # None of these is a tensor on every path.
+        ("def forward(self, seq_len):\n    return self.inv_freq * seq_len", None),
+        ("def grid(self, shape):\n    return torch.arange(shape[0]).float()[:, None] * self.inv_freq", None),
+        ("def _apply(self, fn, recurse=True):\n    self.cos = fn(self.cos)\n    return self", None),
+        ("def forward(self, x=None):\n    return x.float()", None),
+        ("def forward(self, x):\n    if x is not None:\n        return x.float()\n    return self.cos", None),
+        ("def forward(self, x: Optional[torch.Tensor]):\n    return x.float()", None),
+    ],
+)
+def test_a_table_moves_only_to_the_device_of_a_tensor_the_method_takes(method: str, device: str | None) -> None:
+    from rope_lint.rules.analysis import rotary
+
+    function = ast.parse(method).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert rotary.device_source(function) == device
