@@ -42,6 +42,7 @@ API, for `rope-lint fix --verify`:
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -61,6 +62,7 @@ SEQUENCE_LENGTH = 1024
 # positions). Near-ties of a random tiny model flip either way under any bf16 rounding: a fix that computes the
 # tables exactly was measured 3 positions below an original whose bf16 tables were wrong.
 AGREEMENT_MARGIN = 0.005
+ORIGINAL_POLL_S = 0.05
 # Each worker gets this long for all its architectures; one that dies or runs out of time is restarted after the
 # architecture it was on.
 WORKER_TIMEOUT_S = 1800
@@ -268,8 +270,23 @@ def _run_worker(
             raise ModelVerificationError(f"the {phase} code's worker: {ending}")
         if started is not None:
             results[started] = {"architecture": started, "error": f"{phase} code: {ending}", "seconds": 0.0}
+            if phase == "original":
+                _publish(workdir, results[started])
         pending = [row for row in pending if row["name"] not in results]
     return results
+
+
+def _outcome_file(workdir: Path, name: str) -> Path:
+    """Where the original code's outcome for an architecture lies once it is known; the fixed worker waits for it."""
+    return workdir / "models" / f"{name}.original.json"
+
+
+def _publish(workdir: Path, row: dict[str, Any]) -> None:
+    """Make an original outcome visible at once and whole (written aside, then renamed)."""
+    target = _outcome_file(workdir, row["architecture"])
+    partial = target.with_suffix(".partial")
+    partial.write_text(json.dumps(row))
+    partial.replace(target)
 
 
 def _last_line(text: str) -> str:
@@ -286,15 +303,20 @@ def verify_models(
         return []
     with tempfile.TemporaryDirectory(prefix="rope-lint-models-") as temporary:
         workdir = Path(temporary)
+        (workdir / "models").mkdir()
         original_parent = _original_tree(package_root, originals, workdir / "original")
         rows = [{"name": a.name, "module": a.module} for a in architectures]
-        before = _run_worker("original", rows, original_parent, pythonpath, workdir)
-        built = [
-            {**row, "config_type": before[row["name"]]["config_type"]}
-            for row in rows
-            if "error" not in before[row["name"]]
-        ]
-        after = _run_worker("fixed", built, package_root.resolve().parent, pythonpath, workdir) if built else {}
+        # The fixed code runs each architecture as soon as the original code has saved it: the two phases overlap.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            fixed = pool.submit(_run_worker, "fixed", rows, package_root.resolve().parent, pythonpath, workdir)
+            try:
+                before = _run_worker("original", rows, original_parent, pythonpath, workdir)
+            finally:
+                # Whatever happened, the fixed worker is not left waiting for an outcome that will not come.
+                for row in rows:
+                    if not _outcome_file(workdir, row["name"]).exists():
+                        _publish(workdir, {"architecture": row["name"], "error": "the original code did not run"})
+            after = fixed.result()
     return [_judge(a, before[a.name], after.get(a.name)) for a in architectures]
 
 
@@ -304,7 +326,7 @@ BF16_ROUTES = {"to_bf16": ".to(torch.bfloat16)", "load_bf16": "from_pretrained i
 def _judge(architecture: Architecture, before: dict[str, Any], after: dict[str, Any] | None) -> ArchitectureResult:
     config_class = before.get("config_class")
     seconds = before["seconds"] + (after["seconds"] if after else 0.0)
-    if after is None:
+    if after is None or "error" in before:
         return ArchitectureResult(
             architecture.name, architecture.module, config_class, UNBUILDABLE, before["error"], seconds=seconds
         )
@@ -515,7 +537,10 @@ def _measure(job: dict[str, Any], architecture: dict[str, str], dtype_keyword: s
         config_class = type(model.config)
         row["config_type"] = f"{config_class.__module__}.{config_class.__qualname__}"
     else:
-        config_class = _import(architecture["config_type"])
+        original = _original_outcome(Path(job["workdir"]), name)
+        if "error" in original:
+            return {**row, "skipped": True}
+        config_class = _import(original["config_type"])
     # The config is read by the class the model was built with, which may be a sub-config of `cls.config_class`.
     model, info = cls.from_pretrained(saved, config=config_class.from_pretrained(saved), output_loading_info=True)
     row["missing"], row["unexpected"] = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
@@ -548,6 +573,15 @@ class NotBuilt(Exception):
     """No tiny model of an architecture could be built; the message says why."""
 
 
+def _original_outcome(workdir: Path, name: str) -> dict[str, Any]:
+    import time
+
+    outcome = _outcome_file(workdir, name)
+    while not outcome.exists():
+        time.sleep(ORIGINAL_POLL_S)
+    return json.loads(outcome.read_text())
+
+
 def _describe(error: BaseException) -> str:
     from rope_lint.probe.build import describe
 
@@ -577,6 +611,8 @@ def _work(job_file: Path, log_file: Path) -> None:
             except Exception as error:
                 result = {"architecture": architecture["name"], "error": f"{job['phase']} code: {_describe(error)}"}
             result["seconds"] = round(time.perf_counter() - start, 2)
+            if job["phase"] == "original":
+                _publish(Path(job["workdir"]), result)
             log.write(json.dumps(result) + "\n")
             log.flush()
 
