@@ -228,6 +228,8 @@ def assert_verified(
 OLD_ARCHITECTURES = {
     "ClvpForCausalLM",
     "FalconForCausalLM",
+    "GPTNeoXForCausalLM",
+    "GPTNeoXJapaneseForCausalLM",
     "LlamaForCausalLM",
     "MegaForCausalLM",
     "MistralForCausalLM",
