@@ -18,11 +18,25 @@ def int64_enumeration(call: cst.Call, enumeration: Int64Enumeration) -> cst.Base
     (`float()`, `double()`, `to(...)`) gives back the floating dtype; none where detection found `.float()` after
     the call already."""
     int64_call = with_keyword(integral_literals(call), "dtype", f"{enumeration.torch}.int64")
+    if enumeration.end_rounding:
+        int64_call = _with_end_rounded(int64_call, enumeration.end_rounding)
     if not enumeration.cast:
         return int64_call
     cast = cst.parse_expression(f"_.{enumeration.cast}")
     assert isinstance(cast, cst.Call) and isinstance(cast.func, cst.Attribute)
     return cast.with_changes(func=cast.func.with_changes(value=int64_call))
+
+
+def _with_end_rounded(call: cst.Call, rounding: str) -> cst.Call:
+    """The end of `torch.arange(...)` wrapped in `rounding` (`math.ceil`): the `end=` argument, else the second
+    positional one, else the only one."""
+    args = list(call.args)
+    positional = [index for index, arg in enumerate(args) if arg.keyword is None and not arg.star]
+    keyword = [index for index, arg in enumerate(args) if arg.keyword is not None and arg.keyword.value == "end"]
+    index = keyword[0] if keyword else positional[1] if len(positional) > 1 else positional[0]
+    function = cst.parse_expression(rounding)
+    args[index] = args[index].with_changes(value=cst.Call(func=function, args=[cst.Arg(args[index].value)]))
+    return call.with_changes(args=args)
 
 
 def promoted_dtype(call: cst.Call, promoted: PromotedDtype) -> cst.Call:

@@ -50,7 +50,10 @@ class FloatArange(Rule):
     The int64 rewrite is offered only where the start, the end and the step are proven integral (integer
     literals, `len(...)`, `.shape[...]`, `.size(...)`, `int(...)`, `//`, parameters annotated `int`, and
     names bound only to such values): `torch.arange(-t, t + 0.1, 1)` has one element more in float32
-    than in int64, and a step of `4 / dim` becomes 0 in int64. A dtype is never lowered:
+    than in int64, and a step of `4 / dim` becomes 0 in int64. Where only the end is not proven, and the
+    step is a literal, the end is rounded up (`math.ceil`, `math.floor` for a negative step), which keeps
+    every element for any real end: `torch.arange(math.ceil(self.max_seq_len_cached), dtype=torch.int64)`
+    (with `import math` added where the file has none). A dtype is never lowered:
     - float32: `.float()`, safe: the same float32 tensor, without the rounding.
     - float64: `.double()`, safe: the same values in the same dtype.
     - bf16, fp16: `.float()`, unsafe: the result becomes float32.
@@ -58,7 +61,7 @@ class FloatArange(Rule):
       float64: `.to(torch.promote_types(<dtype>, torch.float32))`, unsafe: bf16 becomes float32, while
       float32 and float64 stay as they were.
 
-    Where the bounds are not proven integral, the enumeration stays floating. A dtype known only at run
+    Where the start or the step is not proven integral, the enumeration stays floating. A dtype known only at run
     time becomes `torch.promote_types(<dtype>, torch.float32)`, unsafe for the same reason, and only in a
     method that no constructor runs (neither `__init__`, a method it reaches through `self.`, nor a
     cache builder) of a class that defines its own `__init__`: there neither zero.Init nor a bf16
@@ -70,9 +73,8 @@ class FloatArange(Rule):
     ## Known problems
     A method is taken to run outside construction when the class's own `__init__` does not reach it; a
     constructor of another class that calls it, or a forward pass run by a constructor, is not seen. Bounds
-    read from attributes (`self.max_seq_len`, `config.hidden_size`) are not proven integral, so the most
-    common rotary-cache line, `torch.arange(self.max_seq_len_cached, dtype=self.inv_freq.dtype)`, is
-    flagged without a fix.
+    read from attributes (`self.max_seq_len`, `config.hidden_size`) are not proven integral: as an end
+    they are rounded up, as a start or a step they leave the finding without a fix.
     """
 
     code = "RPL101"
@@ -91,17 +93,18 @@ class FloatArange(Rule):
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
                 "and bf16 runs round above 256"
             )
-            if enumerations.proven_integral(ctx, call):
-                cast = enumerations.cast_back_hint(ctx, dtype)
-                yield self.report(
-                    call, f"{hazard}; enumerate in int64, then {cast}", enumerations.int64_fix(ctx, call, dtype)
-                )
+            rounding = enumerations.end_rounding(ctx, call)
+            if rounding is not None:
+                fix = enumerations.int64_fix(ctx, call, dtype, rounding)
+                yield self.report(call, f"{hazard}; {enumerations.int64_hint(ctx, dtype, rounding)}", fix)
             else:
                 # An int64 enumeration of bounds not proven integral could lose elements or raise: at most a wider
                 # dtype, where the dtype is known only at run time and zero.Init cannot cast the result.
                 runtime_dtype = qualified_dtype(ctx, dtype) is None
                 fix = enumerations.promoted_dtype_fix(ctx, call, dtype) if runtime_dtype else None
-                yield self.report(call, f"{hazard}; its bounds are not proven integral, so int64 may change it", fix)
+                yield self.report(
+                    call, f"{hazard}; its start or step is not proven integral, so int64 may change it", fix
+                )
 
     def fix(
         self, node: cst.CSTNode, payload: enumerations.Int64Enumeration | enumerations.PromotedDtype
@@ -188,33 +191,49 @@ class FloatArange(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            # Bounds not proven integral, a dtype known only at run time, in a method that no constructor runs:
-            # the enumeration stays floating, at float32 or wider.
+            # An end not proven integral (a fraction would be truncated by int64): rounded up with `math.ceil`, which
+            # keeps the elements, since the start and the step are integral.
+            "import torch\ndef f(t: int):\n    return torch.arange(-t, t + 0.1, 1, dtype=torch.float32)\n",
+            fixed="import torch\nimport math\n\n"
+            "def f(t: int):\n"
+            "    return torch.arange(-t, math.ceil(t + 0.1), 1, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import math\nimport torch\ndef f(n):\n    return torch.arange(n, dtype=torch.float64)\n",
+            fixed="import math\nimport torch\n"
+            "def f(n):\n"
+            "    return torch.arange(math.ceil(n), dtype=torch.int64).double()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # A start not proven integral, a dtype known only at run time, in a method that no constructor runs: the
+            # enumeration stays floating, at float32 or wider.
             "import torch\n"
             "class Positions(torch.nn.Module):\n"
             "    def __init__(self, length):\n"
             "        self.length = length\n"
             "    def forward(self, x):\n"
-            "        return torch.arange(self.length, dtype=x.dtype)\n",
+            "        return torch.arange(-self.length, self.length, dtype=x.dtype)\n",
             fixed="import torch\n"
             "class Positions(torch.nn.Module):\n"
             "    def __init__(self, length):\n"
             "        self.length = length\n"
             "    def forward(self, x):\n"
-            "        return torch.arange(self.length, dtype=torch.promote_types(x.dtype, torch.float32))\n",
+            "        return torch.arange(-self.length, self.length, dtype=torch.promote_types(x.dtype, torch.float32))\n",  # noqa: E501
             safety=FixSafety.UNSAFE,
         ),
-        # Bounds not proven integral: an int64 enumeration could lose an element or raise, so no fix.
+        # A fractional or unknown step, or a start not proven integral: an int64 enumeration could lose an element or
+        # raise, so no fix.
         Invalid("import torch\ndef f(dim):\n    return torch.arange(0, 1, 4 / dim, dtype=torch.float32)\n"),
-        Invalid("import torch\ndef f(t: int):\n    return torch.arange(-t, t + 0.1, 1, dtype=torch.float32)\n"),
         Invalid("import torch\ndef f(n: int, step):\n    return torch.arange(0, n, step, dtype=torch.float32)\n"),
-        Invalid("import torch\ndef f(n):\n    return torch.arange(n, dtype=torch.float64)\n"),
+        Invalid("import torch\ndef f(start, n):\n    return torch.arange(start, n, dtype=torch.float64)\n"),
         Invalid(
             # At construction, zero.Init casts a floating enumeration whatever its dtype.
             "import torch\n"
             "class Positions(torch.nn.Module):\n"
             "    def __init__(self, length, x):\n"
-            "        self.table = torch.arange(length, dtype=x.dtype)\n"
+            "        self.table = torch.arange(-length / 2, length / 2, dtype=x.dtype)\n"
         ),
         Invalid(
             # No name for torch itself to write `torch.int64` with: flagged, not fixed.

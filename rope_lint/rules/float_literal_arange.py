@@ -44,12 +44,13 @@ class FloatLiteralArange(Rule):
     code had under the default dtype. Offered only where the other bounds are proven integral too
     (integer literals, `len(...)`, `.shape[...]`, `.size(...)`, `int(...)`, `//`, parameters annotated
     `int`, and names bound only to such values): `torch.arange(0.0, 2.5, 1.0)` has 3 elements, and its
-    int64 version 2. Where they are not, no fix is offered: the float rewrite that keeps the values is
-    the code as it stands, since outside a constructor the default dtype is float32.
+    int64 version 2, so an end that is not proven integral is rounded up (`math.ceil`), which keeps the
+    3. Where the start or the step is not proven, no fix is offered: the float rewrite that keeps the
+    values is the code as it stands, since outside a constructor the default dtype is float32.
 
     ## Known problems
-    Bounds read from attributes (`self.dim`, `config.hidden_size`) are not proven integral, so their
-    findings come without a fix. The fix takes the default dtype to be float32: code that sets
+    Bounds read from attributes (`self.dim`, `config.hidden_size`) are not proven integral: as a start or
+    a step, their findings come without a fix. The fix takes the default dtype to be float32: code that sets
     `torch.set_default_dtype(torch.float64)` for good had a float64 result, which `.float()` lowers.
     """
 
@@ -69,11 +70,14 @@ class FloatLiteralArange(Rule):
                 "`torch.arange` with float literal bounds enumerates in the default dtype (bf16 under "
                 "`from_pretrained(torch_dtype=...)`)"
             )
-            if enumerations.proven_integral(ctx, call):
-                fix = enumerations.int64_fix(ctx, call, None)
-                yield self.report(call, f"{hazard}; use integer bounds and int64, then `.float()`", fix)
+            rounding = enumerations.end_rounding(ctx, call)
+            if rounding is not None:
+                fix = enumerations.int64_fix(ctx, call, None, rounding)
+                yield self.report(
+                    call, f"{hazard}; use integer bounds and {enumerations.int64_hint(ctx, None, rounding)}", fix
+                )
             else:
-                yield self.report(call, f"{hazard}; its other bounds are not proven integral, so int64 may change it")
+                yield self.report(call, f"{hazard}; its start or step is not proven integral, so int64 may change it")
 
     def fix(self, node: cst.CSTNode, payload: enumerations.Int64Enumeration) -> cst.CSTNode:
         from rope_lint.rules import edits
@@ -109,8 +113,17 @@ class FloatLiteralArange(Rule):
             "    return torch.arange(klen - 1, -1, -1, dtype=torch.int64).float()\n",
             safety=FixSafety.SAFE,
         ),
-        # An end not proven integral: `torch.arange(0.0, 2.5, 1.0)` has 3 elements, its int64 version 2. No fix.
-        Invalid("import torch\ndef f(seq_len):\n    return torch.arange(0.0, seq_len, 1.0)\n"),
+        Invalid(
+            # An end not proven integral: `torch.arange(0.0, 2.5, 1.0)` has 3 elements, an int64 version of it 2, and
+            # one to `math.ceil(2.5)` 3 again.
+            "import torch\ndef f(seq_len):\n    return torch.arange(0.0, seq_len, 1.0)\n",
+            fixed="import torch\nimport math\n\n"
+            "def f(seq_len):\n"
+            "    return torch.arange(0, math.ceil(seq_len), 1, dtype=torch.int64).float()\n",
+            safety=FixSafety.SAFE,
+        ),
+        # A start not proven integral: no fix.
+        Invalid("import torch\ndef f(offset, seq_len):\n    return torch.arange(offset, seq_len, 1.0)\n"),
         Invalid(
             # No name for torch itself to write `torch.int64` with: flagged, not fixed.
             "from torch import arange\npos = arange(0.0, 512, 1.0)\n",

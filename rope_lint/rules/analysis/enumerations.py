@@ -81,6 +81,37 @@ def proven_integral(ctx: FileContext, call: ast.Call) -> bool:
     return scope is not None and all(_is_integral(ctx, bound, scope, 0, frozenset()) for bound in bounds(call))
 
 
+def end_rounding(ctx: FileContext, call: ast.Call) -> str | None:
+    """How an int64 enumeration keeps the elements of `torch.arange(...)`: "" where every bound is
+    `proven_integral`; "ceil" (or "floor", for a negative step) where all but the end are, and the step is a literal:
+    `torch.arange(s, math.ceil(e), k)` in int64 has the elements of `torch.arange(s, e, k)` for any real `e`, since
+    torch truncates a fractional end of an integer enumeration and ceil((ceil(e) - s) / k) = ceil((e - s) / k).
+    None where no int64 enumeration is proven to keep them.
+    """
+    scope = _innermost_scope(ctx, call)
+    if scope is None:
+        return None
+    start, end, step = _start_end_step(call)
+    if end is None or not all(_is_integral(ctx, bound, scope, 0, frozenset()) for bound in (start, step) if bound):
+        return None
+    if _is_integral(ctx, end, scope, 0, frozenset()):
+        return ""
+    step_value = 1 if step is None else literal_number(step)
+    if not step_value:
+        return None
+    return "ceil" if step_value > 0 else "floor"
+
+
+def _start_end_step(call: ast.Call) -> tuple[ast.expr | None, ast.expr | None, ast.expr | None]:
+    """start, end and step as `torch.arange` reads them: one positional argument is the end."""
+    keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg in _BOUND_KEYWORDS}
+    positional = list(call.args)
+    if len(positional) == 1 and "end" not in keywords:
+        positional = [keywords.pop("start", None), positional[0]]
+    start, end, step = [*positional, None, None, None][:3]
+    return keywords.get("start", start), keywords.get("end", end), keywords.get("step", step)
+
+
 def _is_integral(ctx: FileContext, node: ast.expr, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
     if depth > _MAX_DEPTH:
         return False
@@ -286,12 +317,13 @@ def _annotated_int(argument: ast.arg) -> bool:
 # The fixes
 
 
-class Int64Enumeration(namedtuple("Int64Enumeration", ("torch", "cast"))):
+class Int64Enumeration(namedtuple("Int64Enumeration", ("torch", "cast", "end_rounding"), defaults=("",))):
     """The fix payload that makes the call an int64 enumeration and casts it back (`edits.int64_enumeration`)."""
 
     __slots__ = ()
     torch: str  # the name to write `<torch>.int64` with
     cast: str  # the method call appended: "float()", "double()", "to(...)"; "" where `.float()` follows already
+    end_rounding: str  # default "": the function the end is wrapped in ("math.ceil"), where it is not proven integral
 
 
 class PromotedDtype(namedtuple("PromotedDtype", ("dtype",))):
@@ -309,9 +341,11 @@ def torch_alias(ctx: FileContext, call: ast.Call) -> str | None:
     return ctx.module_alias("torch")
 
 
-def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None) -> Fix | None:
+def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None, rounding: str) -> Fix | None:
     """The fix that makes `call` an int64 enumeration, cast back to the floating dtype it had, or a wider one; for a
-    call whose bounds are `proven_integral` only. `dtype` is its `dtype=`, None for the default dtype.
+    call with an `end_rounding` only, which is `rounding`: the end is wrapped in `math.<rounding>` where that is not
+    empty (and `import math` added where the file has no name for it). `dtype` is its `dtype=`, None for the
+    default dtype.
 
     A dtype is never lowered: float64 comes back with `.double()`; float32 and the default dtype (float32 unless
     the code sets another) with `.float()`; bf16 and fp16 with `.float()`, a raise; a dtype known only at run time
@@ -326,7 +360,20 @@ def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None) -> Fix |
     # Where `.float()` follows already, the result is float32 whatever the dtype was, and stays so.
     if _is_cast_to_float32(ctx, ctx.parent(call)):
         cast = ""
-    return Fix(safety, Int64Enumeration(alias, cast))
+    if not rounding:
+        return Fix(safety, Int64Enumeration(alias, cast))
+    math = ctx.module_alias("math")
+    if math is None and "math" in ctx.imported_names:
+        return None  # `math` names something else here
+    payload = Int64Enumeration(alias, cast, f"{math or 'math'}.{rounding}")
+    return Fix(safety, payload, adds_import=None if math else "math")
+
+
+def int64_hint(ctx: FileContext, dtype: ast.expr | None, rounding: str) -> str:
+    """How a finding's message describes the int64 rewrite: "enumerate in int64, then `.float()`", with the end
+    rounded where it is not proven integral."""
+    end = f" with the end rounded by `math.{rounding}`" if rounding else ""
+    return f"enumerate in int64{end}, then {cast_back_hint(ctx, dtype)}"
 
 
 def cast_back_hint(ctx: FileContext, dtype: ast.expr | None) -> str:
