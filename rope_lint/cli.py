@@ -134,7 +134,7 @@ def _fix_arguments(fix: argparse.ArgumentParser) -> None:
         action="store_true",
         help="import the original and the fixed code side by side (needs torch; runs the code) and write only the "
         "files whose rotary classes and changed functions compute the same in fp32; in a transformers tree, also a "
-        "tiny model of each changed architecture",
+        "tiny model of each changed architecture; exits 1 only when a rewrite fails its proof",
     )
     fix.add_argument(
         "--statistics", action="store_true", help="also print the findings fixed per code, files changed, copy groups"
@@ -216,8 +216,13 @@ def _fix(args: argparse.Namespace) -> int:
     report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff, verify=args.verify)
     sys.stderr.write(fix_report.failures(report))
     sys.stdout.write(fix_report.render(report, statistics=args.statistics))
-    code = _exit_code(report.remaining)
-    return max(code, EXIT_FINDINGS) if report.verification_failed else code
+    if not args.verify:
+        return _exit_code(report.remaining)
+    # With --verify the exit code is the proof's: 1 when a rewrite failed and was not written, never for the findings
+    # that have no fix (they are printed all the same); 2, as always, for a run error or a diverged copy.
+    if any(d.code in ERROR_CODES for d in report.remaining):
+        return EXIT_ERROR
+    return EXIT_FINDINGS if report.verification_failed else EXIT_CLEAN
 
 
 def _rules(args: argparse.Namespace) -> int:

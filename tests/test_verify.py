@@ -261,9 +261,9 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(
     run = run_python(script, "fix", "--unsafe-fixes", "--verify", str(tree), pythonpath=[site])
     assert "verification failed" not in run.stderr, run.stderr[-5000:]
     assert " 0 failed, " in run.stdout and " not verified: " not in run.stdout, run.stdout[-5000:]
-    # The exit code is then that of the findings left, as for a plain fix.
-    left = 2 if re.search(r": RPL9\d\d ", run.stdout) else 0 if run.stdout.endswith(" 0 remaining.\n") else 1
-    assert run.returncode == (left if models else 0), run.stderr[-3000:]
+    # With --verify the exit code is the proof's: 0 when nothing failed, whatever findings are left without a fix;
+    # 2 for a run error or a diverged copy (RPL9xx).
+    assert run.returncode == (2 if re.search(r": RPL9\d\d ", run.stdout) else 0), run.stderr[-3000:]
     if models:
         assert "(tiny model) verified (fp32 logits identical" in run.stdout
     reported, whole_file = {}, {}
@@ -294,3 +294,17 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(
     # (its changed methods are reported instead): never one that failed, nor one left unreported.
     allowed = ("could not build", "not rotary", "could not call: not a rotary class")
     assert all(what.startswith(allowed) for what in not_verified.values()), not_verified
+
+
+def test_with_verify_the_exit_code_is_the_proofs_not_the_findings_left(tmp_path: Path) -> None:
+    """A finding without a fix makes a plain `fix` exit 1; with `--verify` the exit code says whether every rewrite
+    was proven, and the finding is still printed."""
+    unfixable = tmp_path / "offsets.py"
+    unfixable.write_text(
+        "import torch\n\n\ndef offsets(start, n):\n    return torch.arange(start, n, dtype=torch.float64)\n"
+    )
+    plain = rope_lint("fix", "--unsafe-fixes", str(unfixable))
+    verified = rope_lint("fix", "--unsafe-fixes", "--verify", str(unfixable))
+    assert (plain.returncode, verified.returncode) == (1, 0), verified.stderr
+    assert verified.stdout.splitlines()[-1] == "Fixed 0 findings, 1 remaining."
+    assert f"{unfixable}:5:12: RPL101 " in verified.stdout
