@@ -20,8 +20,8 @@ class RopeBufferDowncast(Rule):
     ## Why is this bad?
     `model.to(torch.bfloat16)`, `.half()` and `from_pretrained(torch_dtype=...)` cast every floating buffer.
     An `inv_freq` rounded to bf16 carries a relative error of up to 2^-9 into every angle, and the angle of
-    position 4095 is off by several radians: transformers 5.x Llama's cos table is off by up to 0.362 after
-    `model.to(torch.bfloat16)`, and a tiny Llama's argmax agreement with fp32 drops from 95.4% to 82.4%.
+    position 4095 is off by several radians: after `model.to(torch.bfloat16)`, transformers 5.24 Llama's cos
+    table is off by up to 2.0 from position 4, with 59.4% of its elements wrong (`rope-lint probe`).
 
     ## Example
     ```python
