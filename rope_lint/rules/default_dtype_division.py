@@ -18,6 +18,14 @@ if TYPE_CHECKING:
 _INTEGER_PRESERVING_METHODS = frozenset({"to", "unsqueeze", "view", "reshape", "expand", "repeat", "flip", "cpu"})
 
 
+def _is_float_cast(ctx: FileContext, dtype: ast.expr) -> bool:
+    """Whether `.to(dtype)` makes the enumeration floating: a floating dtype, or `torch.promote_types(...)` of one,
+    which RPL101's int64 rewrite casts back with (a second fix must find nothing to change)."""
+    if isinstance(dtype, ast.Call) and ctx.qualified_name(dtype.func) == "torch.promote_types":
+        return any(is_floating_dtype(ctx, arg) for arg in dtype.args)
+    return bool(is_floating_dtype(ctx, dtype))
+
+
 class DefaultDtypeDivision(Rule):
     """
     An integer enumeration is true-divided, so the result takes the default dtype.
@@ -84,7 +92,7 @@ class DefaultDtypeDivision(Rule):
                 and parent.attr in _INTEGER_PRESERVING_METHODS
                 and isinstance(grandparent, ast.Call)
                 and grandparent.func is parent
-                and not (parent.attr == "to" and any(is_floating_dtype(ctx, arg) for arg in grandparent.args))
+                and not (parent.attr == "to" and any(_is_float_cast(ctx, arg) for arg in grandparent.args))
             ):
                 node = grandparent
                 continue
@@ -119,4 +127,9 @@ class DefaultDtypeDivision(Rule):
         Valid("import torch\ninv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"),
         Valid("import torch\nhalf = torch.arange(0, dim, 2) // 2\n"),
         Valid("import torch\nscaled = torch.arange(0, dim, 2).to(torch.float32) / dim\n"),
+        # RPL101's int64 rewrite of an enumeration in a runtime dtype: floating already.
+        Valid(
+            "import torch\n"
+            "scaled = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.promote_types(x.dtype, torch.float32)) / dim\n"
+        ),
     )

@@ -357,6 +357,8 @@ def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None, rounding
     if alias is None:
         return None
     safety, cast = _cast_back(ctx, dtype, alias)
+    if cast.startswith("to(") and dtype is not None:
+        cast = f"to({promoted(alias, dtype, _may_be_none(ctx, call, dtype))})"
     # Where `.float()` follows already, the result is float32 whatever the dtype was, and stays so.
     if _is_cast_to_float32(ctx, ctx.parent(call)):
         cast = ""
@@ -396,10 +398,37 @@ def _cast_back(ctx: FileContext, dtype: ast.expr | None, alias: str) -> tuple[Fi
     return FixSafety.UNSAFE, f"to({promoted(alias, dtype)})"
 
 
-def promoted(alias: str, dtype: ast.expr) -> str:
+def promoted(alias: str, dtype: ast.expr, may_be_none: bool = False) -> str:
     """The code of the dtype that is `dtype` or wider, never narrower than float32: bf16 and fp16 give float32,
-    float64 stays float64."""
-    return f"{alias}.promote_types({ast.unparse(dtype)}, {alias}.float32)"
+    float64 stays float64. A dtype that `may_be_none` stands for the default dtype when it is None, as `dtype=None`
+    does for `torch.arange`; `promote_types(None, ...)` would raise."""
+    code = ast.unparse(dtype)
+    if may_be_none:
+        code = f"{code} or {alias}.get_default_dtype()"
+    return f"{alias}.promote_types({code}, {alias}.float32)"
+
+
+def _may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
+    """Whether `dtype` is a parameter of a function around `call` that may be None: it defaults to None, or its
+    annotation admits None (`torch.dtype | None`, `Optional[torch.dtype]`)."""
+    if not isinstance(dtype, ast.Name):
+        return False
+    for function in ctx.enclosing_functions(call):
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
+        pairs = [
+            *zip(positional, [*defaults, *arguments.defaults], strict=True),
+            *zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True),
+        ]
+        for parameter, default in pairs:
+            if parameter.arg != dtype.id:
+                continue
+            if isinstance(default, ast.Constant) and default.value is None:
+                return True
+            annotation = ast.unparse(parameter.annotation) if parameter.annotation is not None else ""
+            return "None" in annotation or "Optional" in annotation
+    return False
 
 
 def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix | None:
@@ -409,7 +438,7 @@ def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix
     alias = torch_alias(ctx, call)
     if alias is None or may_run_at_construction(ctx, call):
         return None
-    return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype)))
+    return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype, _may_be_none(ctx, call, dtype))))
 
 
 def may_run_at_construction(ctx: FileContext, node: ast.AST) -> bool:
