@@ -130,6 +130,6 @@ class DefaultDtypeDivision(Rule):
         # RPL101's int64 rewrite of an enumeration in a runtime dtype: floating already.
         Valid(
             "import torch\n"
-            "scaled = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.promote_types(x.dtype, torch.float32)) / dim\n"
+            "scaled = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.promote_types(x.dtype, torch.float32)) / n\n"
         ),
     )
