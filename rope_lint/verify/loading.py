@@ -51,11 +51,12 @@ def load_sibling(path: Path, text: str, suffix: str) -> types.ModuleType:
     """Import `text` as a sibling of the module of `path`, named after it with `suffix`. Raises whatever the text's
     import raises (the package's own import included)."""
     root, package = package_of(path)
-    if str(root) not in sys.path:
-        # As for running the code: its top-level package (or its folder) is importable.
+    if sys.path[:1] != [str(root)]:
+        # As for running the code: its top-level package (or its folder) is importable, and first, so that an
+        # installed copy of the same package (a site folder on PYTHONPATH) does not answer for the tree being fixed.
         sys.path.insert(0, str(root))
     if package:
-        importlib.import_module(package)
+        _import_from(importlib.import_module(package), root)
     stem = "init" if path.name == "__init__.py" else path.stem
     name = f"{package}.{stem}{suffix}" if package else f"{stem}{suffix}"
     loader = TextLoader(text, f"{path.resolve()} ({suffix.strip('_').replace('_', ' ')})")
@@ -71,6 +72,14 @@ def load_sibling(path: Path, text: str, suffix: str) -> types.ModuleType:
         sys.modules.pop(name, None)
         raise
     return module
+
+
+def _import_from(module: types.ModuleType, root: Path) -> None:
+    """Raises ImportError where the file's package was imported from somewhere else than `root` (imported before,
+    from an installed copy): its siblings would then be another tree's code, and the comparison would prove nothing."""
+    location = getattr(module, "__file__", None)
+    if location is not None and not Path(location).resolve().is_relative_to(root):
+        raise ImportError(f"package {module.__name__} is imported from {Path(location).parent}, not from {root}")
 
 
 def unload(module: types.ModuleType) -> None:

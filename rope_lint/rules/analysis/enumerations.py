@@ -351,14 +351,14 @@ def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None, rounding
     the code sets another) with `.float()`; bf16 and fp16 with `.float()`, a raise; a dtype known only at run time
     (`x.dtype`, a parameter, `torch.get_default_dtype()`), which may be float64, with
     `.to(torch.promote_types(<dtype>, torch.float32))`. Safe where the dtype stays what it was. None when the file
-    has no name for torch itself to write `torch.int64` with.
+    has no name for torch itself to write `torch.int64` with, or when the dtype is a parameter that may be None.
     """
     alias = torch_alias(ctx, call)
     if alias is None:
         return None
+    if dtype is not None and _may_be_none(ctx, call, dtype):
+        return None
     safety, cast = _cast_back(ctx, dtype, alias)
-    if cast.startswith("to(") and dtype is not None:
-        cast = f"to({promoted(alias, dtype, _may_be_none(ctx, call, dtype))})"
     # Where `.float()` follows already, the result is float32 whatever the dtype was, and stays so.
     if _is_cast_to_float32(ctx, ctx.parent(call)):
         cast = ""
@@ -398,19 +398,17 @@ def _cast_back(ctx: FileContext, dtype: ast.expr | None, alias: str) -> tuple[Fi
     return FixSafety.UNSAFE, f"to({promoted(alias, dtype)})"
 
 
-def promoted(alias: str, dtype: ast.expr, may_be_none: bool = False) -> str:
+def promoted(alias: str, dtype: ast.expr) -> str:
     """The code of the dtype that is `dtype` or wider, never narrower than float32: bf16 and fp16 give float32,
-    float64 stays float64. A dtype that `may_be_none` stands for the default dtype when it is None, as `dtype=None`
-    does for `torch.arange`; `promote_types(None, ...)` would raise."""
-    code = ast.unparse(dtype)
-    if may_be_none:
-        code = f"{code} or {alias}.get_default_dtype()"
-    return f"{alias}.promote_types({code}, {alias}.float32)"
+    float64 stays float64."""
+    return f"{alias}.promote_types({ast.unparse(dtype)}, {alias}.float32)"
 
 
 def _may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
     """Whether `dtype` is a parameter of a function around `call` that may be None: it defaults to None, or its
-    annotation admits None (`torch.dtype | None`, `Optional[torch.dtype]`)."""
+    annotation admits None (`torch.dtype | None`, `Optional[torch.dtype]`). `torch.arange(..., dtype=None)` infers
+    its dtype from the bounds, int64 for integral ones, so no rewrite keeps it: `promote_types(None, ...)` raises,
+    and the default dtype would make an int64 enumeration floating."""
     if not isinstance(dtype, ast.Name):
         return False
     for function in ctx.enclosing_functions(call):
@@ -436,9 +434,9 @@ def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix
     float32: `dtype=torch.promote_types(<dtype>, torch.float32)`. Only where the call cannot run at construction,
     where zero.Init would cast it whatever its dtype."""
     alias = torch_alias(ctx, call)
-    if alias is None or may_run_at_construction(ctx, call):
+    if alias is None or may_run_at_construction(ctx, call) or _may_be_none(ctx, call, dtype):
         return None
-    return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype, _may_be_none(ctx, call, dtype))))
+    return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype)))
 
 
 def may_run_at_construction(ctx: FileContext, node: ast.AST) -> bool:
