@@ -25,12 +25,14 @@ import torch
 from helpers import REPO, install_release
 
 from rope_lint.engine import Settings, check_file
+from rope_lint.output import fix_report
 from rope_lint.rules import select_rules
+from rope_lint.verify.changes import verify_changes
 from rope_lint.verify.loading import load_sibling
 
 # The README quotes these figures: `rope-lint fix --unsafe-fixes --verify diffusers/models` on diffusers 0.42.1.
-VERIFIED = 16
-COULD_NOT_BE_CHECKED = 48
+VERIFIED = 20
+COULD_NOT_BE_CHECKED = 44
 FIXED = 123
 REMAINING = 12
 CHANGED_FILES = 40
@@ -238,3 +240,49 @@ def test_verification_imports_the_tree_being_fixed_not_an_installed_copy(tmp_pat
         sys.path[:] = saved_path
         for loaded in [key for key in sys.modules if key.startswith(name)]:
             del sys.modules[loaded]
+
+
+_GRID_HELPERS = '''import torch
+
+
+class PatchGrid:
+    """Not a rotary class: its methods are checked one by one."""
+
+    def __init__(self, patch):
+        self.patch = patch
+
+    def coordinates(self, height: int, width: int, device_str):
+        # Reads nothing of its instance: called as a function, with None for it.
+        rows = torch.arange(height, dtype=torch.float32, device=torch.device(device_str))
+        cols = torch.arange(width, dtype=torch.float32, device=torch.device(device_str))
+        return torch.stack(torch.meshgrid(rows, cols, indexing="ij"))
+
+    def strided(self, height: int):
+        # Reads the instance: it cannot be called without one.
+        return torch.arange(0, height, self.patch, dtype=torch.float32)
+'''
+
+
+def test_methods_that_read_nothing_of_their_instance_are_verified(tmp_path: Path) -> None:
+    """diffusers keeps rotary helpers as methods of other classes (QwenEmbedRope.rope_params, HeliosRotaryPosEmbed.
+    _get_spatial_meshgrid): those that never read `self` are called with None for it and compared."""
+    path = tmp_path / "grid_helpers.py"
+    path.write_text(_GRID_HELPERS)
+    fixed = _GRID_HELPERS.replace(
+        "torch.arange(height, dtype=torch.float32, device=torch.device(device_str))",
+        "torch.arange(height, dtype=torch.int64, device=torch.device(device_str)).float()",
+    )
+    broken = fixed.replace(".float()\n", ".float() + 1\n", 1)
+    saved_path = list(sys.path)
+    try:
+        found = {v.name: v for v in verify_changes([(path, _GRID_HELPERS, fixed)])}
+        assert found["PatchGrid.coordinates"].status == fix_report.VERIFIED
+        assert "device_str=device(type='cpu')" in found["PatchGrid.coordinates"].detail
+        strided = fixed.replace("self.patch, dtype=torch.float32)", "self.patch, dtype=torch.float64).float()")
+        found = {v.name: v for v in verify_changes([(path, _GRID_HELPERS, strided)])}
+        assert found["PatchGrid.strided"].status == fix_report.NOT_CALLED
+        assert "needs an instance" in found["PatchGrid.strided"].detail
+        failed = {v.name: v for v in verify_changes([(path, _GRID_HELPERS, broken)])}
+        assert failed["PatchGrid.coordinates"].status == fix_report.FAILED
+    finally:
+        sys.path[:] = saved_path

@@ -6,7 +6,8 @@ For each file, the original and the fixed text are imported side by side (`loadi
 - every top-level function the fix changed is called both ways on arguments derived from its signature
   (`functions`);
 - every top-level name whose assignment the fix changed is compared as a value;
-- a changed class that is not rotary is reported as one whose methods were not called.
+- the changed methods of a class that is not rotary are called as functions where they need no instance (static
+  and class methods, and methods that read nothing of `self`), and reported as not called otherwise.
 A file fails when any of these fails, or when its fixed text does not import where its original does.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import inspect
 import types
 from collections.abc import Iterator, Sequence
@@ -126,6 +128,10 @@ def _methods(path: Path, before: ast.stmt, after: ast.ClassDef, original: object
         kinds = {type(inspect.getattr_static(cls, node.name, None)) for cls in (original, fixed)}
         if kinds <= {staticmethod, classmethod}:
             found.append(_function(path, node, getattr(original, node.name), getattr(fixed, node.name), qualified))
+        elif kinds == {types.FunctionType} and not _reads_self(node):
+            # A method that uses nothing of its instance computes what a function would: called with None for it.
+            unbound = [functools.partial(getattr(cls, node.name), None) for cls in (original, fixed)]
+            found.append(_function(path, node, *unbound, qualified))
         else:
             reason = "a method of a class that is not rotary, which needs an instance to call"
             found.append(Verification(str(path), node.lineno, qualified, NOT_CALLED, reason))
@@ -133,6 +139,14 @@ def _methods(path: Path, before: ast.stmt, after: ast.ClassDef, original: object
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _reads_self(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a method's body names its first parameter (or calls `super()`, which reads it implicitly)."""
+    if not method.args.args:
+        return True
+    first = method.args.args[0].arg
+    return any(isinstance(node, ast.Name) and node.id in (first, "super", "__class__") for node in ast.walk(method))
 
 
 def _function(path: Path, node: ast.AST, original: object, fixed: object, name: str | None = None) -> Verification:

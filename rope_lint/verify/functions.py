@@ -127,7 +127,7 @@ def _value_for(parameter: inspect.Parameter) -> Any:
         return False
     if annotation is torch.dtype or name == "dtype":
         return torch.float32
-    if annotation is torch.device or name == "device":
+    if annotation is torch.device or name == "device" or name.startswith("device_"):  # `device_str` too
         return torch.device("cpu")
     if name in _BASE_NAMES or annotation is float:
         return 10000.0 if name in _BASE_NAMES else 0.5
