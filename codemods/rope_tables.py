@@ -237,6 +237,11 @@ class _TableStores(cst.CSTTransformer):
                 return cst.FlattenSentinel([updated_node, _line_after(updated_node, replacement[0])])
             if replacement is not None:
                 return updated_node.with_changes(body=[replacement])
+            if self.pinned and _registers_buffer(statement.value) and not _placed(statement.value.args[1].value):
+                # A buffer that is not a table (`angles`, a per-axis base) but is computed on the CPU with them: the
+                # original put it on the default device, and so must the fix.
+                kept = _on_default_device(statement.value, 1)
+                return updated_node.with_changes(body=[statement.with_changes(value=kept)])
         if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
             target = statement.targets[0].target
             if m.matches(target, m.Attribute(value=m.Name("self"))) and is_table_name(target.attr.value):
@@ -270,12 +275,7 @@ class _TableStores(cst.CSTTransformer):
         return updated_node
 
     def _register_buffer(self, call: cst.Call) -> cst.BaseSmallStatement | list[cst.BaseSmallStatement] | None:
-        if not (
-            isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == "register_buffer"
-            and m.matches(call.func.value, m.Name("self"))
-            and len(call.args) >= 2
-        ):
+        if not _registers_buffer(call):
             return None
         name = _string_value(call.args[0].value)
         if not name or not is_table_name(name) or name.endswith(_FP32_SUFFIX) or name in self.copied:
@@ -300,6 +300,21 @@ class _TableStores(cst.CSTTransformer):
                 ],
             )
         )
+
+
+def _registers_buffer(call: cst.Call) -> bool:
+    """`self.register_buffer(name, value, ...)`."""
+    return (
+        isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "register_buffer"
+        and m.matches(call.func.value, m.Name("self"))
+        and len(call.args) >= 2
+    )
+
+
+def _placed(value: cst.BaseExpression) -> bool:
+    """Whether `value` is placed on the default device already (`t.to(torch.get_default_device())`), or is None."""
+    return m.matches(value, m.Name("None")) or (isinstance(value, cst.Call) and _is_default_device_move(value))
 
 
 _DEFAULT_DEVICE = "torch.get_default_device()"

@@ -197,11 +197,6 @@ def test_tables_from_helpers_keep_their_values_in_fp32() -> None:
         _assert_same(got, expected)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rope codemod (not this module's owner): a table computed by a helper under torch.device('cpu') and "
-    "registered as a buffer stays on the CPU where the original's lands on the default device; reported to the lead",
-)
 def test_tables_from_helpers_land_where_the_originals_do_under_a_meta_context() -> None:
     """Built under `with torch.device("meta")`, as frameworks build models before loading weights: the original's
     buffers are on meta, and so must the fixed class's be, or a meta (accelerator) input meets a CPU table."""
