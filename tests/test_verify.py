@@ -14,7 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, ProbeRun, install_transformers, rope_lint, run_python
+from helpers import REPO, ProbeRun, rope_lint, run_python
+from releases import NEW, OLD, AcceptanceRun
 
 from rope_lint.output.fix_report import FAILED, NOT_CALLED, VERIFIED
 from rope_lint.verify.classes import CONDITIONS
@@ -230,44 +231,29 @@ def test_functions_are_called_on_arguments_from_their_signatures() -> None:
     ]
 
 
-COMMAND_LINE = "import sys\nfrom rope_lint.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-# What the command line does, without the model level: it takes about 15 minutes on transformers 5.24's 121
-# causal-LM architectures (tests/test_verify_models.py covers it on 4.37.2).
-WITHOUT_MODELS = """
-import sys
-from rope_lint import api
-from rope_lint.output import fix_report
-
-report = api.fix(sys.argv[-1:], unsafe=True, verify=True, verify_models=False)
-sys.stderr.write(fix_report.failures(report))
-sys.stdout.write(fix_report.render(report))
-"""
+# The changed rotary classes the acceptance run verifies on each release.
+VERIFIED_ROTARY_CLASSES = {OLD: 28, NEW: 223}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("version", "models"), [("4.37.2", True), ("5.24.0", False)])
+@pytest.mark.parametrize("version", [OLD, NEW])
 def test_every_changed_rotary_class_of_a_transformers_release_is_verified(
-    tmp_path: Path, version: str, models: bool
+    request: pytest.FixtureRequest, version: str
 ) -> None:
     """`fix --unsafe-fixes --verify` on a copy of the release, importable with its dependencies from the cache (never
-    the project's environment): each rotary class the fix changed is reported verified, and nothing fails."""
+    the project's environment), run once per session (tests/releases.py): each rotary class the fix changed is
+    reported verified, and no class or function fails (the model level is judged by tests/test_verify_models.py)."""
     from rope_lint.verify.models import changed_rotary_classes
 
-    site = install_transformers(version)
-    tree = tmp_path / "transformers"
-    shutil.copytree(site / "transformers", tree, ignore=shutil.ignore_patterns("__pycache__"))
-    originals = {path: path.read_text(encoding="utf-8") for path in tree.rglob("*.py")}
-    script = COMMAND_LINE if models else WITHOUT_MODELS
-    run = run_python(script, "fix", "--unsafe-fixes", "--verify", str(tree), pythonpath=[site])
-    assert "verification failed" not in run.stderr, run.stderr[-5000:]
-    assert " 0 failed, " in run.stdout and " not verified: " not in run.stdout, run.stdout[-5000:]
+    run: AcceptanceRun = request.getfixturevalue("old_acceptance" if version == OLD else "new_acceptance")
+    assert "verification failed, file left as it was" not in run.stderr, run.stderr[-5000:]
+    class_level = [line for line in run.stdout.splitlines() if " (tiny model) " not in line]
+    assert not [line for line in class_level if " not verified: " in line], run.stdout[-5000:]
     # With --verify the exit code is the proof's: 0 when nothing failed, whatever findings are left without a fix;
-    # 2 for a run error or a diverged copy (RPL9xx).
-    assert run.returncode == (2 if re.search(r": RPL9\d\d ", run.stdout) else 0), run.stderr[-3000:]
-    if models:
-        assert "(tiny model) verified (fp32 logits identical" in run.stdout
+    # 1 when a model failed (its file restored); 2 for a run error or a diverged copy (RPL9xx).
+    assert not re.search(r": RPL9\d\d ", run.stdout) and run.returncode in (0, 1), run.stderr[-3000:]
     reported, whole_file = {}, {}
-    for line in run.stdout.splitlines():
+    for line in class_level:
         match = re.match(r"(.+?):(\d+): ([\w.]+) (verified|could not build|could not call)\b(.*)", line)
         if match and match[3] == Path(match[1]).name:  # the file itself: its original code does not import
             whole_file[match[1]] = match[4], match[5]
@@ -279,8 +265,7 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(
             reported.setdefault((match[1], name), (status, match[5]))
     changed = {
         (str(path), name)
-        for path, text in originals.items()
-        if text != path.read_text(encoding="utf-8")
+        for path, text in run.originals.items()
         for name in changed_rotary_classes(text, path.read_text(encoding="utf-8"))
     }
     assert changed, "the fix changed no rotary class"
@@ -289,11 +274,12 @@ def test_every_changed_rotary_class_of_a_transformers_release_is_verified(
     verified = len(changed) - len(not_verified)
     print(f"transformers {version}: {verified} of {len(changed)} changed rotary classes verified")
     for (path, name), what in sorted(not_verified.items()):
-        print(f"  {Path(path).relative_to(tmp_path)}: {name} {what}")
+        print(f"  {Path(path).relative_to(run.fixed)}: {name} {what}")
     # A changed rotary class that is not verified is one the probe cannot build, or one it does not take for rotary
     # (its changed methods are reported instead): never one that failed, nor one left unreported.
     allowed = ("could not build", "not rotary", "could not call: not a rotary class")
     assert all(what.startswith(allowed) for what in not_verified.values()), not_verified
+    assert verified == VERIFIED_ROTARY_CLASSES[version]
 
 
 def test_with_verify_the_exit_code_is_the_proofs_not_the_findings_left(tmp_path: Path) -> None:
