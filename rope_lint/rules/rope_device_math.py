@@ -127,6 +127,16 @@ class RopeDeviceMath(Rule):
             "        return torch.arange(x.shape[1], device=x.device)\n"
         ),
         Valid(
+            # The finished table goes where a buffer registered without a move would be: not math on a device.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim, n):\n"
+            '        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
+            '        angles = torch.outer(torch.arange(n, device="cpu").float(), freqs)\n'
+            '        self.register_buffer("angles", angles.to(torch.get_default_device()), persistent=False)\n'
+            '        self.register_buffer("steps", torch.arange(n, device="cpu").to(torch.get_default_device()))\n'
+        ),
+        Valid(
             "import torch\n"
             "class Attention(torch.nn.Module):\n"
             "    def mask(self, n, device):\n"
@@ -150,10 +160,14 @@ def _on_cpu(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def _moves_enumeration(ctx: FileContext, call: ast.Call) -> bool:
-    """`<expression with torch.arange>.to(device)`: a move to a device named by a variable."""
+    """`<expression with torch.arange>.to(device)`: a move to a device named by a variable. Not a move to
+    `torch.get_default_device()`, which places a finished table where a buffer registered without a move would be
+    (the rope codemod's own placement of a buffer it keeps)."""
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to"):
         return False
     targets = [*call.args, *(kw.value for kw in call.keywords if kw.arg == "device")]
+    if any(isinstance(t, ast.Call) and ctx.qualified_name(t.func) == "torch.get_default_device" for t in targets):
+        return False
     moves = any("device" in (ast.unparse(target) if not isinstance(target, ast.Constant) else "") for target in targets)
     return moves and any(
         isinstance(node, ast.Call) and ctx.qualified_name(node.func) == "torch.arange"
