@@ -331,9 +331,12 @@ def _on_default_device(call: cst.Call, position: int) -> cst.Call:
     `with torch.device("meta")` or `torch.set_default_device(...)`, which never moves it."""
     args = list(call.args)
     data = args[position]
+    value = data.value
+    if not isinstance(value, cst.Name | cst.Attribute | cst.Call | cst.Subscript) and not value.lpar:
+        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])  # `(1.0 / f).to(...)`
     args[position] = data.with_changes(
         value=cst.Call(
-            func=cst.Attribute(value=data.value, attr=cst.Name("to")),
+            func=cst.Attribute(value=value, attr=cst.Name("to")),
             args=[cst.Arg(cst.parse_expression(_DEFAULT_DEVICE))],
         )
     )

@@ -256,9 +256,9 @@ def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_al
     assert once.count("# a comment") == 1 and once.count("self.inv_freq_fp32 = ") == 1
     # `x` is never read, so only `position_ids` is shown to be a tensor; the kept buffer stays on the default device.
     assert "* self.inv_freq_fp32.to(position_ids.device)" in once
-    # The kept buffer is registered on the default device, where the original put it.
+    # The kept buffer is registered on the default device, where the original put it: the whole quotient moves.
     assert (
-        '"inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))'
+        '"inv_freq", (1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim)))'
         ".to(torch.get_default_device()))\n" in once
     )
     assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once
