@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from rope_lint.engine import map_files
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, NOT_CALLED, VERIFIED, Verification
 from rope_lint.probe.build import describe
 from rope_lint.probe.discover import quiet_model_code, rotary_classes_of
@@ -37,11 +38,13 @@ def verify_changes(changes: Sequence[tuple[Path, str, str]]) -> list[Verificatio
 
     `changes` holds (path, original text, fixed text) for each file the fix would rewrite; nothing is written.
     """
-    found: list[Verification] = []
     with _single_threaded(), quiet_model_code():
-        for path, original, fixed in changes:
-            found += verify_file(path, original, fixed)
-    return found
+        # Spread over the cores when there are many files (a whole tree), as a check is.
+        return [line for lines in map_files(_verify_change, list(changes)) for line in lines]
+
+
+def _verify_change(change: tuple[Path, str, str]) -> list[Verification]:
+    return verify_file(*change)
 
 
 @contextlib.contextmanager
