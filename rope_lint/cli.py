@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import os
 import sys
@@ -11,6 +12,7 @@ from collections.abc import Callable
 
 from rope_lint import TYPE_CHECKING, __version__, api
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
+from rope_lint.display import printable
 from rope_lint.output import FORMATS, WITH_EDITS, renderer
 from rope_lint.rules import ALL_RULES, RULES_BY_CODE
 
@@ -22,15 +24,19 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line `argv` (the process's own when None) and return its exit code: 0 clean, 1 findings, 2 an
+    error of any kind, in one line on stderr (argparse's usage errors exit 2 through SystemExit)."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in _COMMANDS:
-        args = _command_parser(argv[0]).parse_args(argv[1:])
-    else:  # `rope-lint --help`, `--version`, or no command
-        args = _parser().parse_args(argv)
+    _print_what_cannot_be_encoded(sys.stdout)
+    args = None
     try:
+        if argv and argv[0] in _COMMANDS:
+            args = _command_parser(argv[0]).parse_args(argv[1:])
+        else:  # `rope-lint --help`, `--version`, or no command
+            args = _parser().parse_args(argv)
         return args.handler(args)
     except api.RunError as error:
-        print(f"rope-lint: error: {error}", file=sys.stderr)
+        print(f"rope-lint: error: {printable(str(error))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
@@ -40,6 +46,36 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # what reads the code reports its own errors: this is writing, to a full disk say
         _report_os_error(error)
         return EXIT_ERROR
+    except Exception as error:  # a bug: one line that says so, the traceback only when asked for
+        if getattr(args, "verbose", False):
+            import traceback
+
+            traceback.print_exc()
+        message = printable(f"{type(error).__name__}: {error}")
+        with contextlib.suppress(OSError, ValueError):
+            print(f"rope-lint: internal error, please report: {message} (--verbose shows where)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _print_what_cannot_be_encoded(stream: object) -> None:
+    """Have `stream` write what its encoding cannot hold as escapes (`\\u2248` for `≈` on an ASCII terminal) rather
+    than fail, and a file name's bytes that are not UTF-8 as those bytes."""
+    if getattr(stream, "errors", None) in ("strict", "surrogateescape") and hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors=_UNENCODABLE)
+
+
+def _escape_or_restore(error: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    restored = [
+        bytes([ord(char) - 0xDC00]) if 0xDC80 <= ord(char) <= 0xDCFF else char.encode("ascii", "backslashreplace")
+        for char in error.object[error.start : error.end]
+    ]
+    return b"".join(restored), error.end
+
+
+_UNENCODABLE = "rope-lint-escape"
+codecs.register_error(_UNENCODABLE, _escape_or_restore)
 
 
 def run() -> None:
@@ -65,7 +101,7 @@ def run() -> None:
 
 
 def _report_os_error(error: OSError) -> None:
-    where = f"{error.filename}: " if error.filename else ""
+    where = f"{printable(str(error.filename))}: " if error.filename else ""
     with contextlib.suppress(OSError, ValueError):  # stderr may be as full as stdout
         print(f"rope-lint: error: {where}{error.strerror or error}", file=sys.stderr)
 
@@ -157,7 +193,7 @@ def _probe_arguments(probe: argparse.ArgumentParser) -> None:
 def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     parser.add_argument(
-        "--select", type=_comma_separated, help="codes or prefixes to enable (comma-separated); default ALL"
+        "--select", type=_selected_codes, help="codes or prefixes to enable (comma-separated); default ALL"
     )
     parser.add_argument("--ignore", type=_comma_separated, help="codes or prefixes to disable (comma-separated)")
     parser.add_argument("--exclude", type=_comma_separated, help="glob patterns of paths to skip (comma-separated)")
@@ -171,6 +207,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _comma_separated(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _selected_codes(value: str) -> list[str]:
+    codes = _comma_separated(value)
+    if not codes:  # `--select ""` would check nothing and report "All checks passed!"
+        raise argparse.ArgumentTypeError("no code given: name codes or prefixes, or ALL")
+    return codes
 
 
 def _options(args: argparse.Namespace) -> api.Options:

@@ -32,7 +32,7 @@ def find_pyproject(start: str | os.PathLike[str]) -> str | None:
         folder = os.path.dirname(folder)
     while True:
         pyproject = os.path.join(folder, "pyproject.toml")
-        if os.path.isfile(pyproject) and SECTION in _read(pyproject).get("tool", {}):
+        if os.path.isfile(pyproject) and _section(pyproject) is not None:
             return pyproject
         parent = os.path.dirname(folder)
         if parent == folder:
@@ -44,11 +44,13 @@ def load(start: str | os.PathLike[str]) -> Config:
     pyproject = find_pyproject(start)
     if pyproject is None:
         return Config(root=os.getcwd())
-    table = _read(pyproject)["tool"][SECTION]
+    table = _section(pyproject)
     config = Config(root=os.path.dirname(pyproject), source=pyproject)
     for key, value in table.items():
         if key in _LIST_KEYS:
             setattr(config, key, _string_list(value, pyproject, key))
+            if key == "select" and not value:
+                raise ConfigError(f"{pyproject}: [tool.{SECTION}] select is empty, which checks nothing")
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{pyproject}: [tool.{SECTION}] per-file-ignores must be a table")
@@ -61,12 +63,28 @@ def load(start: str | os.PathLike[str]) -> Config:
     return config
 
 
+def _section(pyproject: str) -> dict | None:
+    """The `[tool.rope-lint]` table of a pyproject.toml, None when it has none; ConfigError when `tool` or the section
+    is there but is not a table (`[tool] rope-lint = 5`, `[[tool.rope-lint]]`)."""
+    tool = _read(pyproject).get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{pyproject}: `tool` must be a table")
+    table = tool.get(SECTION)
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.{SECTION}] must be a table, not {type(table).__name__}")
+    return table
+
+
 def _read(pyproject: str) -> dict:
     try:
         with open(pyproject, encoding="utf-8") as handle:
             text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{pyproject}: cannot read: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"{pyproject}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{pyproject}: cannot read: not UTF-8 ({error.reason} at byte {error.start})") from None
     if not _may_hold_section(text):
         return {}  # most projects have no section of ours: importing a TOML parser costs more than a check
     if sys.version_info >= (3, 11):
@@ -77,6 +95,8 @@ def _read(pyproject: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError(f"{pyproject}: invalid TOML: nested too deeply") from None
 
 
 def _may_hold_section(text: str) -> bool:

@@ -7,11 +7,10 @@ ruff, each caller keeps its text as it is.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
-import sys
+
+from rope_lint import executables
 
 # ruff takes minutes to format some files of several megabytes (tens of thousands of comment lines); the callers
 # keep such texts as they are.
@@ -20,11 +19,10 @@ _TIMEOUT_S = 60
 
 
 def command() -> list[str] | None:
-    """`ruff` on the PATH, else `python -m ruff` when the ruff package is installed; None without ruff."""
-    executable = shutil.which("ruff")
-    if executable:
-        return [executable]
-    return [sys.executable, "-m", "ruff"] if importlib.util.find_spec("ruff") else None
+    """The ruff installed with rope-lint, else `ruff` in an absolute folder of the PATH; None without ruff. Never
+    `python -m ruff`, which would import a `ruff.py` of the current folder (the project being fixed)."""
+    executable = executables.in_environment("ruff") or executables.on_path("ruff")
+    return [executable] if executable else None
 
 
 def run_on_text(
@@ -32,7 +30,8 @@ def run_on_text(
 ) -> str | None:
     """ruff's standard output for `ruff <arguments>` run on `text` as the file `path`; None when ruff fails, times
     out or exits with a status not in `allowed`."""
-    full = [*ruff, *arguments, "--stdin-filename", str(path), "-"]
+    # `=`: a file name that starts with `-` stays the option's value.
+    full = [*ruff, *arguments, f"--stdin-filename={path}", "-"]
     try:
         result = subprocess.run(full, input=text, capture_output=True, text=True, timeout=_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from rope_lint.diagnostics import Diagnostic
+from rope_lint.display import printable
 from rope_lint.output import counted
 from rope_lint.output.text import lines
 
@@ -27,4 +28,4 @@ def render(report: BaselineReport) -> str:
 
 def written(report: BaselineReport) -> str:
     """The standard error of `baseline`: what it wrote."""
-    return f"Wrote {counted(report.written, 'finding')} to {report.path}.\n"
+    return f"Wrote {counted(report.written, 'finding')} to {printable(report.path)}.\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from rope_lint.diagnostics import Diagnostic
+from rope_lint.display import printable
 from rope_lint.output import counted
 from rope_lint.output.statistics import counts
 from rope_lint.output.text import lines
@@ -30,11 +31,12 @@ class Verification(namedtuple("Verification", ("path", "line", "name", "status",
     detail: str
 
     def render(self) -> str:
+        where, detail = f"{printable(self.path)}:{self.line}: {self.name}", printable(self.detail)
         if self.status == FAILED:
-            return f"{self.path}:{self.line}: {self.name} not verified: {self.detail}\n"
+            return f"{where} not verified: {detail}\n"
         if self.status == VERIFIED:
-            return f"{self.path}:{self.line}: {self.name} verified ({self.detail})\n"
-        return f"{self.path}:{self.line}: {self.name} {self.status}: {self.detail}\n"
+            return f"{where} verified ({detail})\n"
+        return f"{where} {self.status}: {detail}\n"
 
 
 class FixReport(
@@ -87,4 +89,4 @@ def _verification_summary(verifications: list[Verification]) -> str:
 
 def failures(report: FixReport) -> str:
     """The standard error of `fix`: a line for each file a fix could not be applied to, and why."""
-    return "".join(f"rope-lint: {path}: {reason}\n" for path, reason in report.failures)
+    return "".join(f"rope-lint: {printable(path)}: {printable(reason)}\n" for path, reason in report.failures)

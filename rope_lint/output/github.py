@@ -1,17 +1,19 @@
 """GitHub Actions workflow commands, `::error file=…,line=…,col=…,endLine=…,endColumn=…,title=CODE::message`.
 
 GitHub reads one command a line, so nothing may wrap: values are escaped as the runner expects (`%`, CR and LF
-everywhere; `:` and `,` too inside properties), never folded to a terminal width. Columns are 1-based.
+everywhere; `:` and `,` too inside properties), never folded to a terminal width, and the other characters that are
+not printable (escape sequences, bytes of a file name that are not UTF-8) as in the text output. Columns are 1-based.
 """
 
 from __future__ import annotations
 
 from rope_lint.diagnostics import Diagnostic
+from rope_lint.display import printable
 from rope_lint.output import Report
 
 
 def _data(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _property(value: str) -> str:

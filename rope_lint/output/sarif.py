@@ -2,6 +2,7 @@
 
 One run, with a `rules` entry for every code reported, a result per finding, and the finding's fix as
 replacements where it has one. Columns count code points (`columnKind`), as our positions do, and are 1-based.
+A file name that is not UTF-8 keeps its bytes in the URI, percent-encoded, and shows them as U+FFFD in text.
 The replacements are the edits the run computed for the report (`Report.edits`, see `rope_lint.fix.edits`): this
 module only writes them out.
 """
@@ -9,11 +10,13 @@ module only writes them out.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import quote
 
 from rope_lint import TYPE_CHECKING, __version__
 from rope_lint.diagnostics import Diagnostic
+from rope_lint.display import lossy
 from rope_lint.output import Report
 from rope_lint.rules import RULES_BY_CODE
 
@@ -65,7 +68,8 @@ def _rule(code: str, diagnostics: list[Diagnostic]) -> dict[str, object]:
 def _uri(path: str) -> str:
     """Relative paths stay relative (code scanning resolves them against the checkout); absolute ones are URIs."""
     location = Path(path)
-    return location.as_uri() if location.is_absolute() else quote(location.as_posix())
+    # Quoted from the name's bytes, as `as_uri` quotes them: a name that is not UTF-8 has surrogates in its text.
+    return location.as_uri() if location.is_absolute() else quote(os.fsencode(location.as_posix()))
 
 
 def _result(diagnostic: Diagnostic, rule_index: int, edit: list[Replacement]) -> dict[str, object]:
@@ -80,7 +84,7 @@ def _result(diagnostic: Diagnostic, rule_index: int, edit: list[Replacement]) ->
         "ruleId": diagnostic.code,
         "ruleIndex": rule_index,
         "level": "error",
-        "message": {"text": diagnostic.message},
+        "message": {"text": lossy(diagnostic.message)},
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(diagnostic.path)}, "region": region}}],
     }
     if diagnostic.fix is not None and edit:

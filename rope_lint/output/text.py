@@ -1,9 +1,10 @@
 """`path:line:col: CODE [*] message`, one finding a line, as ruff prints them, and a closing line that counts them.
-Columns are 1-based."""
+Columns are 1-based. Paths and messages are shown `printable`: a file name cannot break a line or forge one."""
 
 from __future__ import annotations
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
+from rope_lint.display import printable
 from rope_lint.output import Report, counted
 
 
@@ -16,7 +17,8 @@ def line(diagnostic: Diagnostic) -> str:
     fix = diagnostic.fix
     marker = " [*]" if fix is not None and fix.safety is FixSafety.SAFE else ""
     start = diagnostic.start
-    return f"{diagnostic.path}:{start.line}:{start.column + 1}: {diagnostic.code}{marker} {diagnostic.message}"
+    where = f"{printable(diagnostic.path)}:{start.line}:{start.column + 1}"
+    return f"{where}: {diagnostic.code}{marker} {printable(diagnostic.message)}"
 
 
 def lines(diagnostics: list[Diagnostic]) -> str:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from rope_lint.display import printable
 from rope_lint.probe import TRIGGER_NAMES
 
 INSTALL_HINT = "rope-lint probe needs torch: pip install 'rope-lint[probe]' (tested with the torch==2.13.0 CPU build)"
@@ -107,14 +108,15 @@ def run(args: argparse.Namespace) -> int:
             progress=_terminal_progress if show_progress else None,
         )
     except TargetError as error:
-        print(f"rope-lint probe: error: {error}", file=sys.stderr)
+        print(f"rope-lint probe: error: {printable(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if show_progress:
             sys.stderr.write("\r\x1b[K")
     if not report.classes:
         for failure in report.import_failures:
-            print(f"rope-lint probe: {failure.module}: {failure.reason}", file=sys.stderr)
+            # The reason is the imported code's exception: one line, whatever it says.
+            print(f"rope-lint probe: {printable(failure.module)}: {printable(failure.reason)}", file=sys.stderr)
         print("rope-lint probe: error: no rotary-embedding classes found in the targets", file=sys.stderr)
         return EXIT_USAGE
     if args.output_format == "json":
