@@ -312,6 +312,10 @@ def test_fix_and_baseline_reports_and_error_lines_escape_file_names(
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("nl\\n::error file=x.py,line=1::forged.py:2:9: RPL302 ")
     assert len(out.splitlines()) == 2
+    _write_named(tmp_path, b"esc\x1b[2J\n+++ other.py", FLOAT_ARANGE)
+    assert main(["fix", "--diff", "."]) == 1
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("---", "+++"))]
+    assert headers == ["--- a/esc\\x1b[2J\\n+++ other.py", "+++ b/esc\\x1b[2J\\n+++ other.py"]
     assert main(["baseline", "-o", "base\nline.json", name]) == 0
     assert _one_error_line(capsys.readouterr().err) == "Wrote 1 finding to base\\nline.json."
     assert main(["check", "--baseline", "no\nsuch.json", name]) == 2

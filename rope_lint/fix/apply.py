@@ -19,6 +19,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
+from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, read
 from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import formatted_like_original
@@ -92,8 +93,9 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
             difflib.unified_diff(
                 source.text.splitlines(keepends=True),
                 result.text.splitlines(keepends=True),
-                fromfile=f"a/{path}",
-                tofile=f"b/{path}",
+                # A crafted name must not break the header line (and forge one after it).
+                fromfile=f"a/{printable(str(path))}",
+                tofile=f"b/{printable(str(path))}",
             )
         )
     remaining = check_source(str(path), result.text, settings)
