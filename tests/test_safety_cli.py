@@ -52,6 +52,13 @@ def _repository(folder: Path, files: dict[str, str]) -> Path:
     return folder
 
 
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`tmp_path`, as the current folder: the in-process runs name their files relative to it."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 def _one_error_line(stderr: str) -> str:
     lines = stderr.splitlines()
     assert len(lines) == 1, stderr
@@ -99,11 +106,10 @@ def test_a_file_name_that_starts_with_a_dash_stays_ruffs_stdin_filename() -> Non
 
 @pytest.mark.parametrize("ref", ["--output={out}", "no-such-ref", ""])
 def test_a_diff_base_is_never_an_option_of_git_and_must_name_a_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ref: str
+    here: Path, capsys: pytest.CaptureFixture[str], ref: str
 ) -> None:
-    _repository(tmp_path, {"a.py": FLOAT_ARANGE})
-    monkeypatch.chdir(tmp_path)
-    out = tmp_path / "overwritten"
+    _repository(here, {"a.py": FLOAT_ARANGE})
+    out = here / "overwritten"
     assert main(["check", f"--diff-base={ref.format(out=out)}", "a.py"]) == 2
     assert not out.exists()
     line = _one_error_line(capsys.readouterr().err)
@@ -125,22 +131,16 @@ def test_git_is_never_found_through_a_relative_path_entry(
     assert not (tmp_path / "IMPORTED").exists()
 
 
-def test_diff_base_runs_no_hook_the_repository_configures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _repository(tmp_path, {"a.py": FLOAT_ARANGE})
-    _git("config", "core.fsmonitor", f"touch {tmp_path / 'IMPORTED'}; false", cwd=tmp_path)
-    monkeypatch.chdir(tmp_path)
+def test_diff_base_runs_no_hook_the_repository_configures(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _repository(here, {"a.py": FLOAT_ARANGE})
+    _git("config", "core.fsmonitor", f"touch {here / 'IMPORTED'}; false", cwd=here)
     assert main(["check", "--diff-base=HEAD", "a.py"]) == 0
-    assert not (tmp_path / "IMPORTED").exists()
+    assert not (here / "IMPORTED").exists()
 
 
-def test_diff_base_reads_a_file_name_that_is_not_utf8(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _repository(tmp_path, {"a.py": "x = 1\n"})
-    name = _write_named(tmp_path, b"bad\xff.py", FLOAT_ARANGE)  # untracked: changed throughout
-    monkeypatch.chdir(tmp_path)
+def test_diff_base_reads_a_file_name_that_is_not_utf8(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _repository(here, {"a.py": "x = 1\n"})
+    name = _write_named(here, b"bad\xff.py", FLOAT_ARANGE)  # untracked: changed throughout
     assert main(["check", "--diff-base=HEAD", "--output-format=concise", "."]) == 1
     assert capsys.readouterr().out.startswith("bad\\xff.py:2:5: RPL101")
     assert os.path.exists(name)
@@ -177,28 +177,21 @@ def test_python_m_rope_lint_imports_nothing_from_the_current_folder(tmp_path: Pa
 )
 @pytest.mark.parametrize("command", ["check", "fix", "baseline"])
 def test_a_configuration_that_cannot_be_used_is_one_line_naming_the_file_and_exit_2(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    toml: str,
-    said: str,
-    command: str,
+    here: Path, capsys: pytest.CaptureFixture[str], toml: str, said: str, command: str
 ) -> None:
-    (tmp_path / "pyproject.toml").write_bytes(toml.encode("utf-8", "surrogateescape"))
-    (tmp_path / "a.py").write_text(FLOAT_ARANGE)
-    monkeypatch.chdir(tmp_path)
+    (here / "pyproject.toml").write_bytes(toml.encode("utf-8", "surrogateescape"))
+    (here / "a.py").write_text(FLOAT_ARANGE)
     output = ["-o", "b.json"] if command == "baseline" else []
     assert main([command, *output, "a.py"]) == 2
     line = _one_error_line(capsys.readouterr().err)
-    assert line.startswith(f"rope-lint: error: {tmp_path / 'pyproject.toml'}: ") and said in line
-    assert (tmp_path / "a.py").read_text() == FLOAT_ARANGE
+    assert line.startswith(f"rope-lint: error: {here / 'pyproject.toml'}: ") and said in line
+    assert (here / "a.py").read_text() == FLOAT_ARANGE
 
 
 def test_sarif_and_json_of_a_file_name_that_is_not_utf8_are_valid_unicode(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _write_named(tmp_path, b"bad\xff.py", FLOAT_ARANGE)
-    monkeypatch.chdir(tmp_path)
+    _write_named(here, b"bad\xff.py", FLOAT_ARANGE)
     assert main(["check", "--output-format=sarif", "."]) == 1
     sarif = capsys.readouterr().out
     sarif.encode("utf-8")  # no lone surrogate
@@ -268,30 +261,23 @@ def test_the_flake8_plugin_reports_its_own_failure_as_one_finding(monkeypatch: p
 @pytest.mark.parametrize("select", ["", ",", " , "])
 @pytest.mark.parametrize("command", ["check", "fix"])
 def test_an_empty_select_is_a_usage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], select: str, command: str
+    here: Path, capsys: pytest.CaptureFixture[str], select: str, command: str
 ) -> None:
-    (tmp_path / "a.py").write_text(FLOAT_ARANGE)
-    monkeypatch.chdir(tmp_path)
+    (here / "a.py").write_text(FLOAT_ARANGE)
     with pytest.raises(SystemExit) as exit_:
         main([command, f"--select={select}", "a.py"])
     assert exit_.value.code == 2
     last = capsys.readouterr().err.splitlines()[-1]
     assert last == f"rope-lint {command}: error: argument --select: no code given: name codes or prefixes, or ALL"
-    assert (tmp_path / "a.py").read_text() == FLOAT_ARANGE
+    assert (here / "a.py").read_text() == FLOAT_ARANGE
 
 
 @pytest.mark.parametrize(("name", "shown"), HOSTILE_NAMES.items())
 @pytest.mark.parametrize("output_format", ["text", "concise", "github"])
 def test_a_hostile_file_name_never_breaks_or_forges_an_output_line(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    name: bytes,
-    shown: str,
-    output_format: str,
+    here: Path, capsys: pytest.CaptureFixture[str], name: bytes, shown: str, output_format: str
 ) -> None:
-    _write_named(tmp_path, name, FLOAT_ARANGE)
-    monkeypatch.chdir(tmp_path)
+    _write_named(here, name, FLOAT_ARANGE)
     assert main(["check", f"--output-format={output_format}", "."]) == 1
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -304,15 +290,14 @@ def test_a_hostile_file_name_never_breaks_or_forges_an_output_line(
 
 
 def test_fix_and_baseline_reports_and_error_lines_escape_file_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    name = _write_named(tmp_path, b"nl\n::error file=x.py,line=1::forged.py", LOGSUMEXP_ALL)  # a finding the fix leaves
-    monkeypatch.chdir(tmp_path)
+    name = _write_named(here, b"nl\n::error file=x.py,line=1::forged.py", LOGSUMEXP_ALL)  # a finding the fix leaves
     assert main(["fix", "."]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("nl\\n::error file=x.py,line=1::forged.py:2:9: RPL302 ")
     assert len(out.splitlines()) == 2
-    _write_named(tmp_path, b"esc\x1b[2J\n+++ other.py", FLOAT_ARANGE)
+    _write_named(here, b"esc\x1b[2J\n+++ other.py", FLOAT_ARANGE)
     assert main(["fix", "--diff", "."]) == 1
     headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("---", "+++"))]
     assert headers == ["--- a/esc\\x1b[2J\\n+++ other.py", "+++ b/esc\\x1b[2J\\n+++ other.py"]
