@@ -24,7 +24,7 @@ from functools import partial
 from rope_lint import TYPE_CHECKING, progress
 from rope_lint.config import Config, ConfigError, load
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
-from rope_lint.engine import LARGE_RUN, Settings, check_paths, check_source, map_files
+from rope_lint.engine import LARGE_RUN, Settings, check_file, check_paths, check_source, map_files
 from rope_lint.files import Excludes, discover
 from rope_lint.output import Report
 from rope_lint.rules import UnknownCodeError, matches, select_rules
@@ -160,14 +160,22 @@ def fix(
     from pathlib import Path
 
     from rope_lint.fix.apply import fix_file
+    from rope_lint.fix.write import remove_stale_temporaries, why_not_writable, writable_roots
     from rope_lint.output.fix_report import FixReport
     from rope_lint.transformers import generated
     from rope_lint.transformers.copies import diverged_by_fix
 
     if verify:
         _require_torch()
-    config, settings, files = _resolved(paths, options or Options())
-    files = [Path(path) for path in generated.with_origins(files, settings)]
+    config, settings, given = _resolved(paths, options or Options())
+    with_origins, origin_roots = generated.with_origins(given, settings)
+    # A link, or a file reached through a linked folder out of the paths given (or, for a transformers origin, out of
+    # its package), is checked but never fixed, and said so: a fix writes nowhere it was not asked to.
+    roots = [*writable_roots(paths or ["."]), *origin_roots]
+    refused = {path: reason for path in with_origins if (reason := why_not_writable(path, roots))}
+    files = [Path(path) for path in with_origins if path not in refused]
+    if not diff:
+        remove_stale_temporaries(files)
     # With `verify` the fixed texts are held back, and written only once verified.
     outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=verify), files)
     verifications = None
@@ -177,12 +185,16 @@ def fix(
         outcomes, verifications = verified_outcomes(outcomes, write=not diff, models=verify_models)
     originals = {Path(o.path): o.original for o in outcomes if o.original is not None}
     groups, diverged = diverged_by_fix(originals) if originals else (0, [])
-    remaining = sorted([*(d for o in outcomes for d in o.remaining), *diverged], key=lambda d: d.sort_key)
+    unfixed = [d for path in refused for d in check_file(path, settings)]
+    remaining = sorted([*(d for o in outcomes for d in o.remaining), *unfixed, *diverged], key=lambda d: d.sort_key)
     return FixReport(
         fixed=[d for o in outcomes for d in o.fixed],
         remaining=_without_ignored_errors(generated.annotated(remaining), config),
         diff="".join(o.diff for o in outcomes),
-        failures=[(o.path, o.error) for o in outcomes if o.error],
+        failures=[
+            *((str(path), reason) for path, reason in refused.items()),
+            *((o.path, o.error) for o in outcomes if o.error),
+        ],
         files_changed=len(originals),
         copy_groups=groups,
         written=not diff,

@@ -17,12 +17,16 @@ from pathlib import Path
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import read
+from rope_lint.files import read_regular
 
 if TYPE_CHECKING:
     from rope_lint.files import FilePath
 
 Key = tuple[str, str, str]
 VERSION = 1
+# The most of a baseline file that is read: a finding takes about 200 bytes, so this is a million findings, and
+# `--baseline /dev/zero` or a runaway file stops here.
+SIZE_LIMIT = 200 * 1024 * 1024
 
 
 class BaselineError(ValueError):
@@ -44,7 +48,7 @@ def write(path: FilePath, diagnostics: list[Diagnostic]) -> int:
 def load(path: FilePath) -> Counter[Key]:
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path, SIZE_LIMIT))
         if data.get("version") != VERSION:
             raise BaselineError(f"{path}: not a rope-lint baseline (version {data.get('version')!r})")
         return Counter({(e["path"], e["code"], e["snippet"]): int(e["count"]) for e in data["findings"]})
@@ -52,6 +56,8 @@ def load(path: FilePath) -> Counter[Key]:
         raise BaselineError(f"cannot read baseline {path}: {error.strerror or error}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise BaselineError(f"{path}: not a rope-lint baseline ({error})") from None
+    except RecursionError:  # JSON nested deeper than the parser's recursion: no file rope-lint wrote
+        raise BaselineError(f"{path}: not a rope-lint baseline (nested too deeply)") from None
 
 
 def new_findings(diagnostics: list[Diagnostic], baseline_path: FilePath) -> list[Diagnostic]:

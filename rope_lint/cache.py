@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
+from rope_lint.files import read_regular
 from rope_lint.rules import ALL_RULES
 
 if TYPE_CHECKING:
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 FOLDER = ".rope_lint_cache"
 # A cache file no run has written for this long belongs to an old version or an old configuration.
 _STALE_SECONDS = 30 * 24 * 3600
+# The most of a cache file that is read: 100,000 entries (below) take a few tens of MB.
+_SIZE_LIMIT = 256 * 1024 * 1024
 # Past this many entries, a cache keeps only the files of the run that writes it.
 _MAX_ENTRIES = 100_000
 # The layout of an entry: a cache file of another layout is never read. 2: fixes hold typed payloads.
@@ -41,9 +45,11 @@ class ResultCache:
         self._entries: dict[str, list[list[Any]]] = {}
         self._seen: dict[str, list[list[Any]]] = {}
         try:
-            # JSON, not pickle: a cache file is read from the project, and must not be able to run code.
-            with self.file.open("rb") as stream:
-                loaded = json.load(stream)
+            # JSON, not pickle: a cache file is read from the project, and must not be able to run code. Only a regular
+            # file, not a link, in a folder that is not a link: a cache in any other state is not followed, but ignored.
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                return
+            loaded = json.loads(read_regular(self.file, _SIZE_LIMIT, follow_symlinks=False))
             if isinstance(loaded, dict):
                 self._entries = loaded
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -81,11 +87,13 @@ class ResultCache:
         entries = {**self._entries, **new} if len(self._entries) + len(new) <= _MAX_ENTRIES else self._seen
         try:
             self.folder.mkdir(exist_ok=True)
-            ignore = self.folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# Created by rope-lint\n*\n")
+            if not stat.S_ISDIR(os.lstat(self.folder).st_mode):
+                return  # a link in place of the folder: never written through
+            _create_gitignore(self.folder / ".gitignore")
             import tempfile  # only a run that learned something writes
 
+            # mkstemp creates a file of its own (O_EXCL), and os.replace puts it in place of whatever is at `file`, a
+            # link or a FIFO included, never writing through it.
             descriptor, temporary = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
         except OSError:
             return
@@ -96,6 +104,18 @@ class ResultCache:
             _remove_stale(self.folder)
         except OSError:
             Path(temporary).unlink(missing_ok=True)
+
+
+def _create_gitignore(path: Path) -> None:
+    """The cache folder's `.gitignore`, unless something is there already: O_EXCL and O_NOFOLLOW, so that a link in
+    its place, dangling or not, is left alone and its target is never created or written."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(path, flags, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write("# Created by rope-lint\n*\n")
 
 
 def _entry(diagnostic: Diagnostic) -> list[Any]:
@@ -109,15 +129,28 @@ def _entry(diagnostic: Diagnostic) -> list[Any]:
 
 
 def _diagnostic(path: str, entry: list[Any]) -> Diagnostic:
-    """The finding an `_entry` holds, at `path`; TypeError or ValueError for anything else."""
+    """The finding an `_entry` holds, at `path`; TypeError or ValueError for anything else (a cache file is input like
+    any other: a number such as 1e400, a string for a line, a list of the wrong length)."""
+    if not isinstance(entry, list) or len(entry) != 8:
+        raise ValueError("an entry is a list of 8 fields")
     code, name, message, start_line, start_column, end_line, end_column, fix = entry
+    if not all(isinstance(text, str) for text in (code, name, message)):
+        raise TypeError("a finding's code, name and message are strings")
     if fix is not None:
         safety, adds_import, payload = fix
         if adds_import is not None and not isinstance(adds_import, str):
             raise TypeError("an import is a module's name")
         fix = Fix(FixSafety(safety), None if payload is None else _payload(*payload), adds_import)
-    start, end = Position(int(start_line), int(start_column)), Position(int(end_line), int(end_column))
-    return Diagnostic(path, str(code), str(name), str(message), start, end, fix)
+    start = Position(_offset(start_line), _offset(start_column))
+    end = Position(_offset(end_line), _offset(end_column))
+    return Diagnostic(path, code, name, message, start, end, fix)
+
+
+def _offset(value: object) -> int:
+    """A line or column as an entry holds it: an int (not a bool or a float), from 0 to what a file can have."""
+    if type(value) is not int or not 0 <= value < 2**31:
+        raise ValueError(f"{value!r} is no line or column")
+    return value
 
 
 def _payload(type_name: str, *fields: object) -> tuple:
@@ -155,5 +188,6 @@ def _code_version() -> str:
 def _remove_stale(folder: Path) -> None:
     now = time.time()
     for entry in os.scandir(folder):
-        if entry.name.startswith(("check-", ".tmp-")) and now - entry.stat().st_mtime > _STALE_SECONDS:
+        stale = now - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS
+        if entry.name.startswith(("check-", ".tmp-")) and stale:
             os.unlink(entry.path)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import codecs
+import errno
 import fnmatch
 import io
 import os
 import re
+import stat
 from collections import namedtuple
 from collections.abc import Iterable, Iterator
 
@@ -23,6 +25,55 @@ if TYPE_CHECKING:
 _SKIPPED_FOLDERS = frozenset(
     {"__pycache__", "__pypackages__", "_build", "buck-out", "build", "dist", "node_modules", "site-packages", "venv"}
 )
+
+
+# The most a run reads of a source file. Hand-written source is rarely over 1 MB; past this a file is data, and a
+# device or a file that keeps growing must not be read without end.
+SOURCE_LIMIT = 50 * 1024 * 1024
+# O_NONBLOCK: opening a FIFO must not wait for a writer (its type is checked once it is open). Neither flag exists on
+# Windows, which has no FIFOs to open and whose links `lstat` sees.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+
+
+class RefusedFileError(OSError):
+    """A file a run does not read or write: not a regular file, a link where none may be, or too large."""
+
+
+def read_regular(path: FilePath, limit: int, follow_symlinks: bool = True) -> bytes:
+    """The bytes of the regular file at `path`. Raises IsADirectoryError for a folder, RefusedFileError for a FIFO,
+    device or socket, for a link when `follow_symlinks` is false, and for a file over `limit` bytes (a file that grows
+    while it is read included), and OSError for what the system refuses."""
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | _NONBLOCK | (0 if follow_symlinks else _NOFOLLOW)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError:
+        if not follow_symlinks and os.path.islink(path):  # what O_NOFOLLOW's "too many levels of links" means
+            raise RefusedFileError("a symbolic link, which is never followed here") from None
+        raise
+    try:
+        status = os.fstat(descriptor)
+        if stat.S_ISDIR(status.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if not stat.S_ISREG(status.st_mode):
+            kind = next((kind for test, kind in _SPECIAL_KINDS if test(status.st_mode)), "a socket")
+            raise RefusedFileError(f"not a regular file but {kind}, which is never read")
+        too_large = f"larger than the {limit >> 20} MB a run reads of such a file"
+        if status.st_size > limit:
+            raise RefusedFileError(too_large)
+        chunks: list[bytes] = []
+        total, wanted = 0, status.st_size + 1  # one byte more than the size: the end shows in the first read
+        while total <= limit:
+            chunk = os.read(descriptor, min(wanted, limit + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            total += len(chunk)
+            wanted = 1 << 20
+        raise RefusedFileError(f"{too_large} (it grew while it was read)")
+    finally:
+        os.close(descriptor)
 
 
 class Excludes:
@@ -136,7 +187,15 @@ def _declared_encoding(data: bytes) -> str:
             return "utf-8"  # a cookie on the first line rules, whatever the second says
     import tokenize
 
-    return tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    # Python refuses a cookie that names an encoding in which the cookie itself does not read (UTF-16, UTF-32): the
+    # text would decode to something else than the bytes say.
+    if encoding != "utf-8-sig" and _ASCII_SAMPLE.encode(encoding, errors="replace") != _ASCII_SAMPLE.encode():
+        raise SyntaxError(f"encoding problem: {encoding} is not ASCII-compatible, as Python source must be")
+    return encoding
+
+
+_ASCII_SAMPLE = "# -*- coding: x -*-\nimport a_b\n"
 
 
 # PEP 263's cookie, as `tokenize` matches it; compiled on first use, by `re`'s cache.

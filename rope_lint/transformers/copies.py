@@ -8,12 +8,15 @@ the groups it touched and reports any that it made diverge (`COPY_DIVERGED`).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from rope_lint import ruff
 from rope_lint.diagnostics import COPY_DIVERGED, Diagnostic, Position
+from rope_lint.files import SOURCE_LIMIT, read_regular
+from rope_lint.transformers import generated
 
 _COPY_COMMENT = re.compile(r"^(\s*)#\s*Copied from\s+transformers\.(\S+\.\S+)\s*($|\S.*$)")
 _RENAME = re.compile(r"^\s*(\S+)->(\S+)(\s+.*|$)")
@@ -40,10 +43,8 @@ class Divergence:
 
 def package_root(path: Path) -> Path | None:
     """The `transformers` package folder that `path` lies in (a checkout's `src/transformers` or an unpacked wheel)."""
-    for folder in [path.resolve(), *path.resolve().parents]:
-        if folder.name == "transformers" and (folder / "__init__.py").is_file():
-            return folder
-    return None
+    root = generated.package_root(os.path.realpath(path))
+    return None if root is None else Path(root)
 
 
 class CopyChecker:
@@ -144,7 +145,7 @@ class CopyChecker:
     def _read(self, path: Path) -> list[str] | None:
         if path not in self._lines:
             try:
-                self._lines[path] = path.read_text(encoding="utf-8").splitlines(keepends=True)
+                self._lines[path] = read_regular(path, SOURCE_LIMIT).decode("utf-8").splitlines(keepends=True)
             except (OSError, UnicodeDecodeError):
                 self._lines[path] = None
         return self._lines[path]

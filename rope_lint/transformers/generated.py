@@ -17,6 +17,7 @@ from functools import lru_cache
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
+from rope_lint.files import SOURCE_LIMIT, read_regular
 
 if TYPE_CHECKING:
     from rope_lint.files import FilePath
@@ -97,33 +98,50 @@ def annotated(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return result
 
 
-def with_origins(files: list[FilePath], settings: Settings) -> list[FilePath]:
+def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePath], list[str]]:
     """`files`, and for each generated file among them its modular source and the parent files that its findings
-    come from, so that a fix edits them all and a regeneration gives the edited file."""
+    come from, so that a fix edits them all and a regeneration gives the edited file; and the folders those lie in,
+    under which a fix may write too. Only files of the generated file's transformers package are added (or, outside
+    one, its modular source beside it): a crafted import that climbs out of the package adds nothing."""
     seen = {_real(path) for path in files}
-    extra = []
+    extra: list[FilePath] = []
+    roots: set[str] = set()
     for path in files:
         text = _generated_text(path)
         modular = modular_source(path, text) if text else None
         if text is None or modular is None:
             continue
+        root = package_root(_real(path)) or os.path.dirname(_real(path))
         origins = {modular} | {
             found.path for d in check_source(str(path), text, settings) if (found := origin(path, text, d.start.line))
         }
         for source in sorted(origins):
-            if _real(source) not in seen:
-                seen.add(_real(source))
+            real = _real(source)
+            if real not in seen and _within(real, root):
+                seen.add(real)
                 extra.append(source)
-    return [*files, *extra]
+                roots.add(root)
+    return [*files, *extra], sorted(roots)
+
+
+def package_root(path: str) -> str | None:
+    """The `transformers` package folder that the resolved `path` is or lies in (a checkout's `src/transformers` or an
+    unpacked wheel), or None."""
+    for folder in [path, *_folders_above(path)]:
+        if os.path.basename(folder) == "transformers" and os.path.isfile(os.path.join(folder, "__init__.py")):
+            return folder
+    return None
+
+
+def _within(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _generated_text(path: FilePath) -> str | None:
-    """The file's text when it has the banner (read cheaply first), else None."""
+    """The file's text when it has the banner, else None."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            if _BANNER_TEXT not in handle.read(_BANNER_SPAN):
-                return None
-        return _read_text(path)
+        data = read_regular(path, SOURCE_LIMIT)
+        return data.decode("utf-8") if _BANNER_TEXT.encode() in data[:_BANNER_SPAN] else None
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -132,14 +150,9 @@ def _generated_text(path: FilePath) -> str | None:
 # keys on the text, so that a file that a fix rewrote is read afresh.
 def _text(path: str) -> str:
     try:
-        return _read_text(path)
+        return read_regular(path, SOURCE_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return ""
-
-
-def _read_text(path: FilePath) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
 
 
 @lru_cache(maxsize=64)
@@ -184,7 +197,7 @@ def _parent_files(modular: str, tree: ast.Module) -> dict[str, str]:
         if node.level == 0 and not node.module.startswith("transformers.models."):
             continue
         up = node.level - 1 if node.level else 2  # models/X/modular_X.py: [2] is transformers/
-        if up >= len(folders):
+        if up > 2 or up >= len(folders):  # above the package: not another model's module
             continue
         parts = node.module.split(".")[0 if node.level else 1 :]
         path = os.path.join(folders[up], *parts) + ".py"
