@@ -27,9 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (the process's own when None) and return its exit code: 0 clean, 1 findings, 2 an
     error of any kind, in one line on stderr (argparse's usage errors exit 2 through SystemExit)."""
     argv = sys.argv[1:] if argv is None else argv
-    _print_what_cannot_be_encoded(sys.stdout)
     args = None
     try:
+        _print_what_cannot_be_encoded(sys.stdout)
         if argv and argv[0] in _COMMANDS:
             args = _command_parser(argv[0]).parse_args(argv[1:])
         else:  # `rope-lint --help`, `--version`, or no command
@@ -65,6 +65,7 @@ def _print_what_cannot_be_encoded(stream: object) -> None:
 
 
 def _escape_or_restore(error: UnicodeError) -> tuple[bytes, int]:
+    """The error handler `_print_what_cannot_be_encoded` installs: surrogateescape's bytes, else backslashreplace's."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
     restored = [

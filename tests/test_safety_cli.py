@@ -188,6 +188,29 @@ def test_a_configuration_that_cannot_be_used_is_one_line_naming_the_file_and_exi
     assert (here / "a.py").read_text() == FLOAT_ARANGE
 
 
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--line-length=3"], "rope-lint check: error: unrecognized arguments: --line-length=3"),
+        (["--config=pyproject.toml"], "rope-lint check: error: unrecognized arguments: --config=pyproject.toml"),
+        (["--output-format=xml"], "rope-lint check: error: argument --output-format: invalid choice: 'xml'"),
+        (["--select=RPL999"], "rope-lint: error: unknown rule code or prefix: 'RPL999'"),
+        (["--diff-base=HEAD"], "rope-lint: error: --diff-base needs a git repository: `git rev-parse --show-toplevel`"),
+        (["--baseline=."], "rope-lint: error: cannot read baseline ."),
+    ],
+)
+def test_odd_options_are_one_error_line_and_exit_2(
+    here: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], said: str
+) -> None:
+    (here / "a.py").write_text(FLOAT_ARANGE)
+    try:
+        code = main(["check", *arguments, "a.py"])
+    except SystemExit as usage_error:  # argparse's, after its usage lines
+        code = usage_error.code
+    assert code == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(said)
+
+
 def test_sarif_and_json_of_a_file_name_that_is_not_utf8_are_valid_unicode(
     here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
