@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
 
             traceback.print_exc()
         message = printable(f"{type(error).__name__}: {error}")
+        hint = " (--verbose shows where)" if getattr(args, "verbose", True) is False else ""
         with contextlib.suppress(OSError, ValueError):
-            print(f"rope-lint: internal error, please report: {message} (--verbose shows where)", file=sys.stderr)
+            print(f"rope-lint: internal error, please report: {message}{hint}", file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -198,7 +199,9 @@ def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--ignore", type=_comma_separated, help="codes or prefixes to disable (comma-separated)")
     parser.add_argument("--exclude", type=_comma_separated, help="glob patterns of paths to skip (comma-separated)")
-    parser.add_argument("--verbose", action="store_true", help="print the traceback of a rule that fails")
+    parser.add_argument(
+        "--verbose", action="store_true", help="print the traceback of a rule that fails, or of an internal error"
+    )
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:

@@ -248,11 +248,11 @@ def test_an_unexpected_exception_is_one_line_asking_for_a_report_and_exit_2(
     monkeypatch.setattr(api, "check", broken)
     monkeypatch.chdir(tmp_path)
     assert main(["check", "."]) == 2
-    line = _one_error_line(capsys.readouterr().err)
-    assert line.startswith("rope-lint: internal error, please report: ValueError: a bug\\nover two lines")
+    said = "rope-lint: internal error, please report: ValueError: a bug\\nover two lines"
+    assert _one_error_line(capsys.readouterr().err) == f"{said} (--verbose shows where)"
     assert main(["check", "--verbose", "."]) == 2
     err = capsys.readouterr().err
-    assert "Traceback (most recent call last)" in err and err.endswith("(--verbose shows where)\n")
+    assert err.startswith("Traceback (most recent call last)") and err.endswith(f"\n{said}\n")
 
 
 def test_a_probe_that_fails_unexpectedly_is_the_same_one_line(
