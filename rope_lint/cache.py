@@ -188,6 +188,6 @@ def _code_version() -> str:
 def _remove_stale(folder: Path) -> None:
     now = time.time()
     for entry in os.scandir(folder):
-        stale = now - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS
-        if entry.name.startswith(("check-", ".tmp-")) and stale:
+        name = entry.name
+        if name.startswith(("check-", ".tmp-")) and now - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS:
             os.unlink(entry.path)
