@@ -27,7 +27,7 @@ from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import LARGE_RUN, Settings, check_file, check_paths, check_source, map_files
 from rope_lint.files import Excludes, discover
 from rope_lint.output import Report
-from rope_lint.rules import UnknownCodeError, matches, select_rules
+from rope_lint.rules import UnknownCodeError, matches, select_rules, validate_selectors
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -246,6 +246,11 @@ def _resolved(paths: Sequence[str], options: Options) -> tuple[Config, Settings,
             if getattr(options, key) is not None:
                 setattr(config, key, getattr(options, key))
         settings = Settings.from_config(config, select_rules(config.select, config.ignore), verbose=options.verbose)
+        for pattern, codes in config.per_file_ignores.items():
+            try:
+                validate_selectors(codes)  # a misspelt code would silence nothing, silently
+            except UnknownCodeError as error:
+                raise ConfigError(f"{config.source}: per-file-ignores.{pattern}: {error}") from error
     except (ConfigError, UnknownCodeError) as error:
         raise RunError(str(error)) from error
     return config, settings, list(discover(paths or ["."], Excludes(config.exclude, config.root)))

@@ -169,6 +169,7 @@ def test_python_m_rope_lint_imports_nothing_from_the_current_folder(tmp_path: Pa
         ("[tool.rope-lint]\nexclude = 5\n", "exclude must be a list of strings"),
         ("[tool.rope-lint]\nper-file-ignores = 3\n", "per-file-ignores must be a table"),
         ('[tool.rope-lint]\nper-file-ignores = {"a.py" = "RPL1"}\n', "per-file-ignores.a.py must be a list"),
+        ('[tool.rope-lint]\nper-file-ignores = {"a.py" = ["XYZ"]}\n', "per-file-ignores.a.py: unknown rule code"),
         ("[tool.rope-lint]\nselect = []\n", "select is empty"),
         ("[tool.rope-lint]\nselect = [\n", "invalid TOML"),
         ("[tool.rope-lint]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "invalid TOML: nested too deeply"),
