@@ -1,8 +1,8 @@
 """The runtime probe: build rotary-embedding classes under precision triggers and measure their cos/sin tables.
 
 `check` and `fix` only read source; the probe is the one part of rope-lint that imports and runs model code, and
-the only part that needs torch. This package's `__init__` and `cli` stay free of torch so that `rope-lint probe
---help` and a missing-torch message work without it; every other module here imports torch at its top.
+the only part that needs torch. This package's `__init__`, `cli` and `sizes` stay free of torch so that `rope-lint
+probe --help` and a missing-torch message work without it; every other module here imports torch at its top.
 
 Modules, one concept each:
 
@@ -12,6 +12,8 @@ Modules, one concept each:
 - `build`: works out how to construct a class and call its forward, and normalises what it returns.
 - `reference`: the float64 reference tables (the class's own math, or a textbook RoPE).
 - `report`: error metrics and the result records, rendered as a table or JSON.
+- `memory`: the memory budget: a class's allocations at full size, estimated from runs at small sizes.
+- `sizes`: sizes in bytes for `--max-memory`, read and written.
 - `runner`: probes each class under each trigger.
 - `cli`: the `rope-lint probe` arguments and entry point.
 """

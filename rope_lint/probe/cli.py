@@ -8,9 +8,10 @@ import sys
 
 from rope_lint.display import printable
 from rope_lint.probe import TRIGGER_NAMES
+from rope_lint.probe.sizes import DEFAULT_BUDGET, format_size, parse_size
 
 INSTALL_HINT = "rope-lint probe needs torch: pip install 'rope-lint[probe]' (tested with the torch==2.13.0 CPU build)"
-EXIT_CLEAN, EXIT_EXCEEDS, EXIT_USAGE = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 def _trigger_list(text: str) -> list[str]:
@@ -43,11 +44,28 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the probe's arguments to `parser` (the `probe` subcommand's parser)."""
     parser.description = (
         "Import the named code, build every rotary-embedding class under each precision trigger, and compare "
         "its cos/sin tables with a float64 CPU reference. Runs model code: name only code you trust."
+    )
+    parser.epilog = (
+        "Each class gets a status. clean: measured under every trigger that can run here, within the threshold "
+        "under each. exceeds: measured, and over the threshold under at least one trigger. unbuilt: nothing "
+        "measured: it could not be constructed, its forward could not be called or returned nothing readable as "
+        "positions x frequencies in plain float32, it has no float64 reference, or it would need more than "
+        "--max-memory. failed: built in float32, but it raised or returned no readable table under some trigger. "
+        "Unbuilt and failed classes are unmeasured. Exit status: 0 when every class is clean; 1 when a class "
+        "exceeds, a class is unmeasured (unless --allow-unmeasured), or no class is measured at all; 2 for a "
+        "usage error."
     )
     parser.add_argument(
         "targets",
@@ -78,6 +96,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="error above which a cos/sin element is wrong (default: %(default)s, about one bf16 rounding of values "
         "up to 1; scaled by |value| for values above 1)",
     )
+    parser.add_argument(
+        "--max-memory",
+        type=_size,
+        default=DEFAULT_BUDGET,
+        metavar="SIZE",
+        help="the most the tensors of one class's build and forward may take, such as 2GB, 512MB or bytes "
+        f"(default: {format_size(DEFAULT_BUDGET)}); estimated from runs at 64 and 128 positions before the full "
+        "size runs, and a class over it is unbuilt",
+    )
+    parser.add_argument(
+        "--allow-unmeasured",
+        action="store_true",
+        help="unbuilt and failed classes are reported and counted but do not make the exit status 1",
+    )
     parser.add_argument("--output-format", choices=("table", "json"), default="table", help="(default: table)")
 
 
@@ -88,7 +120,8 @@ def _terminal_progress(index: int, total: int, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the probe; exit code 0 clean, 1 when any class exceeds the threshold, 2 on usage errors."""
+    """Run the probe; exit code 0 clean, 1 for a finding, an unmeasured class or nothing measured (see the epilog),
+    2 on usage errors."""
     try:
         import torch  # noqa: F401  (only checks that the optional extra is installed)
     except ImportError:
@@ -106,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
             args.positions,
             args.threshold,
             progress=_terminal_progress if show_progress else None,
+            budget=args.max_memory,
         )
     except TargetError as error:
         print(f"rope-lint probe: error: {printable(str(error))}", file=sys.stderr)
@@ -118,9 +152,23 @@ def run(args: argparse.Namespace) -> int:
             # The reason is the imported code's exception: one line, whatever it says.
             print(f"rope-lint probe: {printable(failure.module)}: {printable(failure.reason)}", file=sys.stderr)
         print("rope-lint probe: error: no rotary-embedding classes found in the targets", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FINDINGS
     if args.output_format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:
         print(report.render_table())
-    return EXIT_EXCEEDS if report.exceeds else EXIT_CLEAN
+    unmeasured = sum(not result.measured for result in report.classes)
+    if unmeasured == len(report.classes):
+        print(
+            f"rope-lint probe: error: none of the {len(report.classes)} rotary-embedding classes was measured",
+            file=sys.stderr,
+        )
+        return EXIT_FINDINGS
+    if unmeasured and not args.allow_unmeasured:
+        print(
+            f"rope-lint probe: {unmeasured} of {len(report.classes)} classes unmeasured (unbuilt or failed); "
+            "--allow-unmeasured makes that a warning",
+            file=sys.stderr,
+        )
+        return EXIT_FINDINGS
+    return EXIT_FINDINGS if report.exceeds else EXIT_CLEAN

@@ -1,4 +1,19 @@
-"""Error metrics of a table against its reference, the result records, and their table and JSON forms."""
+"""Error metrics of a table against its reference, the result records, and their table and JSON forms.
+
+Each class gets one status, the first of these that applies:
+
+- `unbuilt`: nothing of it was measured. It could not be constructed, its forward could not be called or returned
+  nothing readable as positions x frequencies under plain float32, it has no float64 reference, or it would take
+  more than the memory budget at full size. Its `reason` says which.
+- `failed`: built and measured under plain float32, but under some trigger it raised or returned something that is
+  not a table of the reference's shape. Its `reason` names the first such trigger and what happened; each
+  trigger's own entry has the detail.
+- `exceeds`: measured under every trigger that can run here, and over the threshold under at least one.
+- `clean`: measured under every trigger that can run here, and within the threshold under each.
+
+A trigger that cannot run here at all (`unavailable`: DeepSpeed missing) says nothing about the class and leaves its
+status alone. `unbuilt` and `failed` classes are the unmeasured ones.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +27,15 @@ import torch
 from rope_lint.probe.build import Tables
 from rope_lint.probe.discover import ImportFailure
 
+# Statuses of a trigger's result.
 CLEAN = "clean"
 EXCEEDS = "exceeds"
-ERROR = "error"  # the class raised under this trigger
+ERROR = "error"  # the class raised, or returned no readable table, under this trigger
 UNAVAILABLE = "unavailable"  # the trigger cannot run here (DeepSpeed missing)
+# Statuses of a class that are not a trigger's (see the module's docstring).
+UNBUILT = "unbuilt"
+FAILED = "failed"
+CLASS_STATUSES = (CLEAN, EXCEEDS, UNBUILT, FAILED)
 
 
 @dataclass(frozen=True)
@@ -60,7 +80,7 @@ class ClassResult:
     """One class: how it was built and measured, or why it was not."""
 
     name: str  # module.qualname
-    reason: str | None = None  # set when the class was not built or has no reference
+    reason: str | None = None  # set when nothing of the class was measured (it is unbuilt)
     construction: str | None = None  # "old-style" or "config"
     reference: str | None = None  # "float64 build" or "textbook"
     reference_note: str | None = None
@@ -69,12 +89,35 @@ class ClassResult:
     triggers: list[TriggerResult] = field(default_factory=list)
 
     @property
+    def status(self) -> str:
+        if self.reason is not None or not self.triggers:
+            return UNBUILT
+        if self.failed_triggers:
+            return FAILED
+        return EXCEEDS if self.exceeding_triggers else CLEAN
+
+    @property
     def measured(self) -> bool:
-        return self.reason is None
+        """Measured under every trigger that can run here (clean or exceeds)."""
+        return self.status in (CLEAN, EXCEEDS)
+
+    @property
+    def unmeasured_reason(self) -> str | None:
+        """Why the class is unbuilt or failed; None when it was measured."""
+        failed = self.failed_triggers
+        if self.reason is not None or not failed:
+            return self.reason
+        first = next(result for result in self.triggers if result.status == ERROR)
+        also = f" (also under {', '.join(failed[1:])})" if failed[1:] else ""
+        return f"under {first.trigger}: {first.reason}{also}"
 
     @property
     def exceeding_triggers(self) -> list[str]:
         return [result.trigger for result in self.triggers if result.status == EXCEEDS]
+
+    @property
+    def failed_triggers(self) -> list[str]:
+        return [result.trigger for result in self.triggers if result.status == ERROR]
 
 
 @dataclass
@@ -87,11 +130,19 @@ class ProbeReport:
 
     @property
     def exceeds(self) -> bool:
+        """Over the threshold under some trigger: a failed class's exceeding triggers count too."""
         return any(result.exceeding_triggers for result in self.classes)
 
+    def status_counts(self) -> dict[str, int]:
+        counts = Counter(result.status for result in self.classes)
+        return {status: counts[status] for status in CLASS_STATUSES}
+
     def summary_line(self) -> str:
-        measured = sum(result.measured for result in self.classes)
-        parts = [_count(measured, "class", "classes") + " measured", f"{len(self.classes) - measured} not built"]
+        counts = self.status_counts()
+        measured = counts[CLEAN] + counts[EXCEEDS]
+        parts = [_count(measured, "class", "classes") + " measured", f"{counts[UNBUILT]} not built"]
+        if counts[FAILED]:
+            parts.append(f"{counts[FAILED]} failed under a trigger")
         if self.import_failures:
             parts.append(_count(len(self.import_failures), "module", "modules") + " failed to import")
         exceeding = [result for result in self.classes if result.exceeding_triggers]
@@ -111,6 +162,7 @@ class ProbeReport:
                 {"module": failure.module, "reason": failure.reason} for failure in self.import_failures
             ],
             "exceeds": self.exceeds,
+            "statuses": self.status_counts(),
             "summary": self.summary_line(),
         }
 
@@ -118,8 +170,10 @@ class ProbeReport:
         header = f"{'class / trigger':<40} {'cos err':>10} {'sin err':>10} {'first wrong':>11} {'wrong':>8}  result"
         lines = [header, "-" * len(header)]
         for result in self.classes:
-            lines.append(result.name)
-            if not result.measured:
+            status = result.status
+            # Findings and failures in capitals, so that they stand out from the clean ones.
+            lines.append(f"{result.name}  [{status if status == CLEAN else status.upper()}]")
+            if status == UNBUILT:
                 lines.append(f"  not built: {result.reason}")
                 continue
             lines.append(
@@ -159,9 +213,10 @@ def _class_json(result: ClassResult) -> dict[str, Any]:
         triggers[trigger_result.trigger] = entry
     return {
         "class": result.name,
+        "status": result.status,
         "built": result.construction is not None,
         "measured": result.measured,
-        "reason": result.reason,
+        "reason": result.unmeasured_reason,
         "construction": result.construction,
         "reference": result.reference,
         "reference_note": result.reference_note,

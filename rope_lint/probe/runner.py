@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -9,8 +10,10 @@ from torch import nn
 
 from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe, find_recipes
 from rope_lint.probe.discover import discover, qualified_name, quiet_model_code
+from rope_lint.probe.memory import SMALL_POSITIONS, OverBudget, allocations, extrapolate
 from rope_lint.probe.reference import reference_for
 from rope_lint.probe.report import CLEAN, ERROR, EXCEEDS, UNAVAILABLE, ClassResult, ProbeReport, TriggerResult, measure
+from rope_lint.probe.sizes import DEFAULT_BUDGET, format_size
 from rope_lint.probe.triggers import TRIGGERS, Trigger, TriggerUnavailable
 
 # Called before each class with (index from 1, number of classes, class name).
@@ -55,13 +58,38 @@ def _probe_recipe(
         result.triggers.append(TriggerResult(trigger.name, status, measurement))
 
 
+def recipes_within_budget(
+    cls: type[nn.Module], positions: int, budget: int
+) -> list[tuple[Recipe, Tables] | CannotBuild]:
+    """find_recipes at full size, once runs at small sizes estimate that it fits in `budget` bytes; CannotBuild
+    with the estimate when it does not. The full-size run stops once its allocations add up past the budget, which
+    only a class the estimate could not be made for (it fails at small sizes) should ever reach."""
+    over = f"over the --max-memory budget of {format_size(budget)}"
+    allocated = []
+    for size in SMALL_POSITIONS if positions > SMALL_POSITIONS[-1] else ():
+        try:
+            allocated.append(allocations(functools.partial(find_recipes, cls, size), budget)[1])
+        except OverBudget:
+            raise CannotBuild(f"allocated {over} already at {size} positions") from None
+        except Exception:  # no estimate at small sizes: the guarded full-size run decides
+            break
+    if len(allocated) == len(SMALL_POSITIONS):
+        estimate = extrapolate(*allocated, positions)
+        if estimate.size > budget:
+            raise CannotBuild(f"{estimate.describe(positions)}, {over}: not run at full size")
+    try:
+        return allocations(functools.partial(find_recipes, cls, positions), budget)[0]
+    except OverBudget:
+        raise CannotBuild(f"stopped: allocated {over} at {positions} positions") from None
+
+
 def probe_class(
-    cls: type[nn.Module], triggers: Sequence[Trigger], positions: int, threshold: float
+    cls: type[nn.Module], triggers: Sequence[Trigger], positions: int, threshold: float, budget: int = DEFAULT_BUDGET
 ) -> list[ClassResult]:
     """One result per table the class provides (one per layer type for per-layer-type classes)."""
     name = qualified_name(cls)
     try:
-        recipes = find_recipes(cls, positions)
+        recipes = recipes_within_budget(cls, positions, budget)
     except Exception as error:  # CannotBuild, or anything the class raised while we inspected it
         return [ClassResult(name, reason=describe(error))]
     results = []
@@ -82,6 +110,7 @@ def probe(
     positions: int,
     threshold: float,
     progress: Progress | None = None,
+    budget: int = DEFAULT_BUDGET,
 ) -> ProbeReport:
     """Discover the targets' rotary classes and probe each. Raises discover.TargetError for a usage error."""
     triggers = [TRIGGERS[name] for name in trigger_names]
@@ -95,7 +124,7 @@ def probe(
             if progress is not None:
                 progress(index, len(discovery.classes), qualified_name(cls))
             with quiet_model_code():
-                results.extend(probe_class(cls, triggers, positions, threshold))
+                results.extend(probe_class(cls, triggers, positions, threshold, budget))
     finally:
         torch.set_num_threads(threads)
     return ProbeReport(positions, threshold, list(trigger_names), results, discovery.import_failures)

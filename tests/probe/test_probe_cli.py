@@ -69,7 +69,6 @@ def test_bad_options_exit_2(in_repo, capsys, args):
     [
         pytest.param("no_such_module_anywhere", id="missing target"),
         pytest.param("fixtures/probe/rotary_classes.py:NoSuchClass", id="missing class"),
-        pytest.param("fixtures/probe/toymodels/models/toy/configuration_toy.py", id="no rotary class"),
     ],
 )
 def test_targets_that_name_nothing_exit_2(in_repo, capsys, target):
