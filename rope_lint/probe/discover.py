@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dis
 import functools
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -19,15 +21,24 @@ from pathlib import Path
 from torch import nn
 
 from rope_lint.probe.build import describe
-from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis import computation, rotary
+from rope_lint.rules.analysis.context import FunctionNode
 
-# Cheap byte scan before importing a module of a package walk: only modules that use torch and mention
-# rotary embeddings or `inv_freq` can hold a class worth probing, and importing the rest costs time.
+# Cheap byte scan before importing a module of a package walk: only modules that use torch and mention rotary
+# embeddings, `inv_freq`, cos/sin or a complex exponential can hold a class worth probing, and importing the rest
+# costs time.
 _MENTIONS_TORCH = re.compile(rb"^\s*(?:import torch|from torch)", re.MULTILINE)
-_MENTIONS_ROTARY = re.compile(rb"inv_freq|rotary", re.IGNORECASE)
+_MENTIONS_ROTARY = re.compile(rb"inv_freq|rotary|\b(?:cos|sin|polar)\b|\b1j\b", re.IGNORECASE)
 # Model libraries (transformers and its kin) keep their torch models in `modeling_*.py`; in a package that
 # follows the convention, the other modules (conversion scripts, tokenizers, modular sources) are not walked.
+# A package whose `modeling_*` modules hold no rotary code (diffusers' are base classes and outputs) does not
+# follow it, and all its modules are walked.
 _MODELING_PREFIX = "modeling_"
+# How a class was found: by its name or stored `inv_freq` (`rotary.is_rotary_class`), only by what it computes
+# (`computation.RotaryComputation`), or named by the user as `path.py:ClassName`.
+FOUND_BY_NAME = "name"
+FOUND_BY_COMPUTATION = "computation"
+FOUND_BY_TARGET = "target"
 
 
 class TargetError(Exception):
@@ -48,11 +59,21 @@ class Discovery:
 
     classes: list[type[nn.Module]] = field(default_factory=list)
     import_failures: list[ImportFailure] = field(default_factory=list)
+    found_by: dict[str, str] = field(default_factory=dict)  # qualified name -> FOUND_BY_*
 
-    def add_class(self, cls: type[nn.Module]) -> None:
+    def add_class(self, cls: type[nn.Module], found_by: str) -> None:
         # A class re-exported by several modules is probed once, under the module that defines it.
-        if all(qualified_name(cls) != qualified_name(known) for known in self.classes):
+        if qualified_name(cls) not in self.found_by:
             self.classes.append(cls)
+            self.found_by[qualified_name(cls)] = found_by
+
+    def add_module(self, module: types.ModuleType) -> None:
+        named = rotary_classes_of(module)
+        for cls in named:
+            self.add_class(cls, FOUND_BY_NAME)
+        for cls in computed_rotary_classes_of(module):
+            if cls not in named:
+                self.add_class(cls, FOUND_BY_COMPUTATION)
 
 
 def qualified_name(cls: type) -> str:
@@ -141,6 +162,97 @@ def rotary_classes_of(module: types.ModuleType) -> list[type[nn.Module]]:
     return [value for value in vars(module).values() if is_rotary_class(value, module.__name__)]
 
 
+class _Definitions:
+    """A source file's classes by qualified name and functions by first line (a decorator's, if any), as the
+    imported objects name them."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.functions: dict[int, FunctionNode] = {}
+        pending: list[tuple[str, ast.AST]] = [("", tree)]
+        while pending:
+            prefix, scope = pending.pop()
+            for node in ast.iter_child_nodes(scope):
+                if isinstance(node, ast.ClassDef):
+                    self.classes[prefix + node.name] = node
+                    pending.append((f"{prefix}{node.name}.", node))
+                elif isinstance(node, FunctionNode):
+                    first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+                    self.functions[first] = node
+                    pending.append((f"{prefix}{node.name}.<locals>.", node))
+
+
+@functools.cache
+def _definitions(filename: str) -> _Definitions | None:
+    try:
+        return _Definitions(ast.parse(Path(filename).read_bytes(), filename))
+    except (OSError, SyntaxError, ValueError):
+        return None  # no source to read: the class is judged by its name alone
+
+
+def _top_package(module_name: str) -> str:
+    return module_name.partition(".")[0]
+
+
+def _resolve_at_run_time(callee: ast.expr, scope: object) -> computation.Resolved:
+    """The definition of a function that model code calls (`helper`, `module.helper`), looked up in the globals of
+    the module that calls it; only functions of the same top-level package are read (not torch's)."""
+    if not isinstance(scope, dict):
+        return None
+    names: list[str] = []
+    while isinstance(callee, ast.Attribute):
+        names.insert(0, callee.attr)
+        callee = callee.value
+    if not isinstance(callee, ast.Name) or callee.id not in scope:
+        return None
+    value = scope[callee.id]
+    for name in names:
+        value = inspect.getattr_static(value, name, None)
+    value = inspect.unwrap(value) if isinstance(value, types.FunctionType) else None
+    if value is None or _top_package(value.__module__ or "") != _top_package(scope.get("__name__", "")):
+        return None
+    definitions = _definitions(value.__code__.co_filename)
+    function = definitions.functions.get(value.__code__.co_firstlineno) if definitions else None
+    return None if function is None else (function, value.__globals__)
+
+
+_RUN_TIME_COMPUTATION = computation.RotaryComputation(_resolve_at_run_time)
+
+
+@functools.cache
+def _own_facts(klass: type) -> tuple[bool, bool]:
+    """(whether the class's own methods compute rotary tables, whether its `__init__` builds layers), from its
+    source; cached per class, like the tables it stores."""
+    module = sys.modules.get(klass.__module__)
+    filename = getattr(module, "__file__", None)
+    definitions = _definitions(filename) if filename else None
+    node = definitions.classes.get(klass.__qualname__) if definitions else None
+    if node is None:
+        return False, False
+    computes = _RUN_TIME_COMPUTATION.computes_tables(node, vars(module))
+    return computes, computation.builds_layers(node)
+
+
+def computes_rotary_tables(cls: type) -> bool:
+    """Whether the class (or a base, whose methods it runs) computes the cos/sin or complex exponential of
+    positions times frequencies, and builds no layers: a module that provides tables, whatever its names."""
+    facts = [_own_facts(klass) for klass in cls.__mro__ if not klass.__module__.startswith(("torch.", "builtins"))]
+    return any(computes for computes, _ in facts) and not any(layers for _, layers in facts)
+
+
+def computed_rotary_classes_of(module: types.ModuleType) -> list[type[nn.Module]]:
+    """The `nn.Module` subclasses that the module defines and that compute rotary tables (see
+    `computes_rotary_tables`)."""
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, nn.Module)
+        and value.__module__ == module.__name__
+        and computes_rotary_tables(value)
+    ]
+
+
 def _package_root(path: Path) -> tuple[Path, str]:
     """The directory to put on sys.path and the dotted module name of a package directory or a .py file in one;
     for a standalone .py file, its directory and ""."""
@@ -201,9 +313,9 @@ def _might_hold_rotary_class(path: Path) -> bool:
 
 
 def _package_modules(directory: Path, package: str) -> list[str]:
-    modules = _walk_package_files(directory, package)
+    modules = [(name, path) for name, path in _walk_package_files(directory, package) if _might_hold_rotary_class(path)]
     modeling = [(name, path) for name, path in modules if path.name.startswith(_MODELING_PREFIX)]
-    return [name for name, path in (modeling or modules) if _might_hold_rotary_class(path)]
+    return [name for name, _ in (modeling or modules)]
 
 
 def _import_into(discovery: Discovery, module_name: str) -> None:
@@ -213,8 +325,7 @@ def _import_into(discovery: Discovery, module_name: str) -> None:
     except (Exception, SystemExit) as error:  # model code fails in every way; each failure is reported
         discovery.import_failures.append(ImportFailure(module_name, describe(error)))
         return
-    for cls in rotary_classes_of(module):
-        discovery.add_class(cls)
+    discovery.add_module(module)
 
 
 def _discover_named_class(discovery: Discovery, source: str, class_name: str) -> None:
@@ -227,7 +338,7 @@ def _discover_named_class(discovery: Discovery, source: str, class_name: str) ->
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise TargetError(f"{source}: has no nn.Module subclass named {class_name!r}")
-    discovery.add_class(cls)
+    discovery.add_class(cls, FOUND_BY_TARGET)
 
 
 def _discover_path(discovery: Discovery, path: Path) -> None:
@@ -246,8 +357,7 @@ def _discover_path(discovery: Discovery, path: Path) -> None:
     except (Exception, SystemExit) as error:
         discovery.import_failures.append(ImportFailure(str(path), describe(error)))
         return
-    for cls in rotary_classes_of(module):
-        discovery.add_class(cls)
+    discovery.add_module(module)
 
 
 def _discover_module_name(discovery: Discovery, name: str) -> None:

@@ -1,0 +1,303 @@
+"""Whether a class computes rotary or sinusoidal tables, whatever its names: the cos/sin (or complex exponential) of
+a product of frequencies with an enumeration.
+
+A class is told by what it computes, not by what it calls things: frequencies held as a buffer, a plain tensor or
+an `nn.Parameter` under any name (`inv_freq`, `freqs`, `theta`, `bands`), multiplied with positions
+(`torch.arange`, a positions argument) by `torch.outer`, `einsum`, `*` or `@`, and then passed to cos, sin,
+`torch.polar` or `torch.exp(1j * ...)`. The math may sit in the class's methods or in the functions they call,
+which each reader resolves in its own way (the rules within the file, the probe through the imported module).
+
+The values are followed through each function by a small forward data flow, with these facts about each name:
+- `ENUMERATION`: derives from `torch.arange`/`linspace` (an enumeration for certain);
+- `ARGUMENT`: derives from an argument, which may carry positions (the first argument of `forward` is the
+  activation, which carries none);
+- `FREQUENCY`: derives from a power or an exponential (`base ** e`, `exp`, `pow`), which is how frequencies are
+  made;
+- `HELD`: read from the module (`self.x`), which holds frequencies under any name;
+- `ANGLE`: derives from a product of positions with frequencies.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+
+from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute
+
+ENUMERATION = "enumeration"
+ARGUMENT = "argument"
+FREQUENCY = "frequency"
+HELD = "held"
+ANGLE = "angle"
+Facts = frozenset
+
+_ENUMERATION_CALLS = frozenset({"arange", "linspace"})
+_FREQUENCY_CALLS = frozenset({"exp", "exp2", "pow", "float_power", "logspace", "linspace"})
+_PRODUCT_CALLS = frozenset({"outer", "ger", "einsum", "matmul", "mm", "bmm", "mul", "multiply"})
+_TRIGONOMETRIC_CALLS = frozenset({"cos", "sin", "polar"})
+_COMPLEX_EXPONENTIAL_CALLS = frozenset({"exp"})
+# What a tensor's metadata is: it carries none of its values' facts (`arange(n, dtype=self.inv_freq.dtype)`).
+_SHAPE_READS = frozenset({"dtype", "device", "shape", "ndim", "size", "dim", "numel", "len"})
+_TENSOR_HOLDERS = frozenset({"Parameter", "Buffer", "Tensor", "FloatTensor", "ParameterList", "ParameterDict"})
+_BUFFER_STORES = frozenset({"register_buffer", "register_parameter"})
+# A store under a computed name (`register_buffer(f"args_{i}", ...)`): any read of an unknown attribute may be it.
+_ANY_ATTRIBUTE = "*"
+
+# How a reader finds the function a call runs: given the callee's expression (`helper`, `module.helper`) and the
+# scope the call is made in (what the reader says a name means there: the probe's module globals), the function's
+# definition and its own scope, or None when it is not model code the reader can see.
+Resolved = tuple[FunctionNode, object] | None
+Resolver = Callable[[ast.expr, object], Resolved]
+
+
+def _no_resolver(callee: ast.expr, scope: object) -> Resolved:
+    return None
+
+
+def same_file_resolver(tree: ast.Module) -> Resolver:
+    """The resolver of a reader of one file: a call of a top-level function of the same file by its name."""
+    functions = {node.name: node for node in tree.body if isinstance(node, FunctionNode)}
+
+    def resolve(callee: ast.expr, scope: object) -> Resolved:
+        function = functions.get(callee.id) if isinstance(callee, ast.Name) else None
+        return None if function is None else (function, scope)
+
+    return resolve
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
+def _is_angle_product(operands: list[Facts]) -> bool:
+    """Positions times frequencies: an argument or an enumeration by a computed frequency, or an enumeration by a
+    frequency the module holds."""
+    for index, positions in enumerate(operands):
+        for frequencies in operands[:index] + operands[index + 1 :]:
+            if ENUMERATION in positions and (FREQUENCY in frequencies or HELD in frequencies):
+                return True
+            if ARGUMENT in positions and FREQUENCY in frequencies:
+                return True
+    return False
+
+
+class RotaryComputation:
+    """Tells whether classes compute rotary or sinusoidal tables; one per reader, which supplies its resolver.
+
+    A function's facts are computed once and kept, so a helper called by many classes is read once.
+    """
+
+    def __init__(self, resolve: Resolver = _no_resolver, depth: int = 3) -> None:
+        self._resolve = resolve
+        self._depth = depth
+        self._functions: dict[int, tuple[bool, Facts]] = {}
+
+    def computes_tables(self, cls: ast.ClassDef, scope: object = None) -> bool:
+        """Whether a method of `cls`, or a function one calls, takes the cos/sin or complex exponential of a
+        product of positions with frequencies."""
+        methods = {node.name: node for node in cls.body if isinstance(node, FunctionNode)}
+        held: dict[str, Facts] = {}
+        # Twice, so that a table stored by a method is known to the methods read before it.
+        for _ in range(2):
+            found = False
+            for method in methods.values():
+                flow = _Flow(self, scope, held, methods, self._depth, first_is_activation=method.name == "forward")
+                found |= flow.run(method)[0]
+        return found
+
+    def function_facts(self, function: FunctionNode, scope: object, depth: int) -> tuple[bool, Facts]:
+        """(whether the function computes a table, the facts of what it returns) for a function outside a class."""
+        key = id(function)
+        if key not in self._functions:
+            self._functions[key] = (False, Facts())  # a recursive call sees no table
+            self._functions[key] = _Flow(self, scope, {}, {}, depth, first_is_activation=False).run(function)
+        return self._functions[key]
+
+    def resolve(self, callee: ast.expr, scope: object) -> Resolved:
+        return self._resolve(callee, scope)
+
+
+class _Flow:
+    """The forward data flow through one function: facts of each local name, of what it returns, and of what it
+    stores on `self` (shared with the other methods of its class through `held`)."""
+
+    def __init__(
+        self,
+        computation: RotaryComputation,
+        scope: object,
+        held: dict[str, Facts],
+        methods: dict[str, FunctionNode],
+        depth: int,
+        first_is_activation: bool,
+    ) -> None:
+        self.computation = computation
+        self.scope = scope
+        self.held = held
+        self.methods = methods
+        self.depth = depth
+        self.first_is_activation = first_is_activation
+        self.caller = self
+        self.names: dict[str, Facts] = {}
+        self.returned: Facts = Facts()
+        self.computes = False
+
+    def run(self, function: FunctionNode, call: ast.Call | None = None) -> tuple[bool, Facts]:
+        """Follow the function's body; `call`, a call of a method of the class, gives its parameters the facts of
+        what it passes (a held frequency, say), besides being arguments."""
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        if positional and positional[0].arg in ("self", "cls"):
+            positional = positional[1:]
+        passed: dict[str, Facts] = {}
+        if call is not None:
+            pairs = zip(positional, call.args, strict=False)
+            passed = {parameter.arg: self.caller.facts(value) for parameter, value in pairs}
+            passed |= {keyword.arg: self.caller.facts(keyword.value) for keyword in call.keywords if keyword.arg}
+        for index, argument in enumerate([*positional, *arguments.kwonlyargs]):
+            activation = index == 0 and self.first_is_activation
+            self.names[argument.arg] = Facts() if activation else Facts({ARGUMENT}) | passed.get(argument.arg, Facts())
+        self._statements(function.body)
+        return self.computes, self.returned
+
+    def _statements(self, statements: Iterable[ast.stmt]) -> None:
+        for statement in statements:
+            self._statement(statement)
+
+    def _statement(self, node: ast.stmt) -> None:
+        if isinstance(node, FunctionNode | ast.ClassDef):
+            return  # nested definitions run elsewhere, if at all
+        if isinstance(node, ast.Assign):
+            facts = self.facts(node.value)
+            for target in node.targets:
+                self._bind(target, facts)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None:
+            facts = self.facts(node.value)
+            if isinstance(node, ast.AugAssign):
+                facts |= self.facts(node.target)
+            self._bind(node.target, facts)
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            self._bind(node.target, self.facts(node.iter))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            self.returned |= self.facts(node.value)
+        elif isinstance(node, ast.Expr):
+            self.facts(node.value)
+        for field in ("test", "items", "subject"):  # conditions and `with` items may compute too
+            for value in _as_list(getattr(node, field, None)):
+                if isinstance(value, ast.expr):
+                    self.facts(value)
+                elif isinstance(value, ast.withitem):
+                    self._bind(value.optional_vars, self.facts(value.context_expr))
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in _as_list(getattr(node, field, None)):
+                self._statements(child.body if isinstance(child, ast.excepthandler | ast.match_case) else [child])
+
+    def _bind(self, target: ast.expr | None, facts: Facts) -> None:
+        if isinstance(target, ast.Name):
+            # Facts accumulate over assignments: a name set on two branches may hold either value.
+            self.names[target.id] = self.names.get(target.id, Facts()) | facts
+        elif isinstance(target, ast.Tuple | ast.List | ast.Starred):
+            for element in target.elts if not isinstance(target, ast.Starred) else [target.value]:
+                self._bind(element, facts)
+        elif is_self_attribute(target):
+            self._hold(target.attr, facts)
+        elif isinstance(target, ast.Subscript):  # `table[..., 0::2] = sin(...)` writes into the table
+            self._bind(target.value, facts | self.facts(target.value))
+
+    def _hold(self, name: str, facts: Facts) -> None:
+        self.held[name] = self.held.get(name, Facts()) | facts
+
+    def facts(self, node: ast.expr) -> Facts:
+        """The facts of an expression's value, noting a table computed on the way."""
+        if isinstance(node, ast.Name):
+            return self.names.get(node.id, Facts())
+        if isinstance(node, ast.Attribute) and node.attr in _SHAPE_READS:
+            return Facts()
+        if is_self_attribute(node):
+            return Facts({HELD}) | self.held.get(node.attr, self.held.get(_ANY_ATTRIBUTE, Facts()))
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, ast.BinOp):
+            left, right = self.facts(node.left), self.facts(node.right)
+            facts = left | right
+            if isinstance(node.op, ast.Pow):
+                facts |= {FREQUENCY}
+            if isinstance(node.op, ast.Mult | ast.MatMult) and _is_angle_product([left, right]):
+                facts |= {ANGLE}
+            return facts
+        if isinstance(node, ast.Lambda):
+            return Facts()
+        facts = Facts()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                facts |= self.facts(child)
+            elif isinstance(child, ast.comprehension):
+                self._bind(child.target, self.facts(child.iter))
+                facts |= Facts().union(*(self.facts(condition) for condition in child.ifs))
+            elif isinstance(child, ast.keyword):
+                facts |= self.facts(child.value)
+        return facts
+
+    def _call(self, call: ast.Call) -> Facts:
+        name = _called_name(call)
+        receiver = self.facts(call.func.value) if isinstance(call.func, ast.Attribute) else Facts()
+        arguments = [self.facts(argument) for argument in [*call.args, *(kw.value for kw in call.keywords)]]
+        if name in _SHAPE_READS:
+            return Facts()
+        facts = receiver.union(*arguments)
+        if name in _ENUMERATION_CALLS:
+            facts |= {ENUMERATION}
+        if name in _FREQUENCY_CALLS:
+            facts |= {FREQUENCY}
+        if name in _PRODUCT_CALLS and _is_angle_product([receiver, *arguments] if receiver else arguments):
+            facts |= {ANGLE}
+        if ANGLE in facts and (name in _TRIGONOMETRIC_CALLS or (name in _COMPLEX_EXPONENTIAL_CALLS and _complex(call))):
+            self.computes = True
+        if name in _BUFFER_STORES and is_self_attribute(call.func) and len(call.args) > 1:
+            stored = call.args[0]
+            key = stored.value if isinstance(stored, ast.Constant) and isinstance(stored.value, str) else _ANY_ATTRIBUTE
+            self._hold(key, arguments[1])
+        elif name == "setattr" and len(call.args) == 3 and isinstance(call.args[0], ast.Name):
+            self._hold(_ANY_ATTRIBUTE, arguments[2])
+        return facts | self._callee(call, name)
+
+    def _callee(self, call: ast.Call, name: str | None) -> Facts:
+        """What a call of a method of the class or of a function the reader resolves returns, noting a table it
+        computes."""
+        if self.depth <= 0:
+            return Facts()
+        if is_self_attribute(call.func) and name in self.methods:
+            method = self.methods[name]
+            flow = _Flow(self.computation, self.scope, self.held, {}, self.depth - 1, first_is_activation=False)
+            flow.caller = self
+            computes, returned = flow.run(method, call)
+        else:
+            resolved = self.computation.resolve(call.func, self.scope)
+            if resolved is None:
+                return Facts()
+            computes, returned = self.computation.function_facts(*resolved, self.depth - 1)
+        self.computes |= computes
+        return returned - {ARGUMENT}
+
+
+def _complex(call: ast.Call) -> bool:
+    """`exp(1j * angle)`: an imaginary literal in the exponent."""
+    return any(isinstance(node, ast.Constant) and isinstance(node.value, complex) for node in ast.walk(call))
+
+
+def _as_list(value: object) -> list:
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
+def builds_layers(cls: ast.ClassDef) -> bool:
+    """Whether the class's `__init__` builds submodules (`self.proj = nn.Linear(...)`): a model or a layer that uses
+    tables, not a module that provides them. A class is instantiated by its capitalised name; `nn.Parameter` and
+    `nn.Buffer` hold tensors, not layers."""
+    init = next((node for node in cls.body if isinstance(node, FunctionNode) and node.name == "__init__"), None)
+    for node in ast.walk(init) if init is not None else ():
+        if isinstance(node, ast.Assign) and any(is_self_attribute(target) for target in node.targets):
+            value = node.value
+            name = _called_name(value) if isinstance(value, ast.Call) else None
+            if name and name[0].isupper() and name not in _TENSOR_HOLDERS:
+                return True
+    return False
