@@ -39,6 +39,7 @@ def _probe_recipe(
         result.reason = f"no float64 reference: {error}"
         return
     result.reference, result.reference_note = reference.kind, reference.note
+    result.textbook = reference.textbook
     for trigger in triggers:
         try:
             # The fp32 trigger is exactly the trial build that found the recipe; its tables are reused.
@@ -62,18 +63,17 @@ def recipes_within_budget(
     cls: type[nn.Module], positions: int, budget: int
 ) -> list[tuple[Recipe, Tables] | CannotBuild]:
     """find_recipes at full size, once runs at small sizes estimate that it fits in `budget` bytes; CannotBuild
-    with the estimate when it does not. The full-size run stops once its allocations add up past the budget, which
-    only a class the estimate could not be made for (it fails at small sizes) should ever reach."""
+    with the estimate when it does not. A class that cannot be built at the small sizes is not tried at full size,
+    where nothing would bound what it takes: their error is its reason. The full-size run still stops once its
+    allocations add up past the budget, for a class that outgrows its estimate."""
     over = f"over the --max-memory budget of {format_size(budget)}"
-    allocated = []
-    for size in SMALL_POSITIONS if positions > SMALL_POSITIONS[-1] else ():
-        try:
-            allocated.append(allocations(functools.partial(find_recipes, cls, size), budget)[1])
-        except OverBudget:
-            raise CannotBuild(f"allocated {over} already at {size} positions") from None
-        except Exception:  # no estimate at small sizes: the guarded full-size run decides
-            break
-    if len(allocated) == len(SMALL_POSITIONS):
+    if positions > SMALL_POSITIONS[-1]:
+        allocated = []
+        for size in SMALL_POSITIONS:
+            try:
+                allocated.append(allocations(functools.partial(find_recipes, cls, size), budget)[1])
+            except OverBudget:
+                raise CannotBuild(f"allocated {over} already at {size} positions") from None
         estimate = extrapolate(*allocated, positions)
         if estimate.size > budget:
             raise CannotBuild(f"{estimate.describe(positions)}, {over}: not run at full size")
@@ -124,7 +124,10 @@ def probe(
             if progress is not None:
                 progress(index, len(discovery.classes), qualified_name(cls))
             with quiet_model_code():
-                results.extend(probe_class(cls, triggers, positions, threshold, budget))
+                class_results = probe_class(cls, triggers, positions, threshold, budget)
+                for result in class_results:
+                    result.found_by = discovery.found_by[qualified_name(cls)]
+                results.extend(class_results)
     finally:
         torch.set_num_threads(threads)
     return ProbeReport(positions, threshold, list(trigger_names), results, discovery.import_failures)

@@ -39,6 +39,12 @@ def probe_fixtures() -> Path:
     return FIXTURES
 
 
+@pytest.fixture
+def in_repo(monkeypatch: pytest.MonkeyPatch, probe_fixtures: Path) -> None:
+    """Runs the test from the repository root, where TARGETs such as fixtures/probe/rotary_classes.py resolve."""
+    monkeypatch.chdir(probe_fixtures.parents[1])
+
+
 @pytest.fixture(scope="session")
 def python_code() -> Callable[..., ProbeRun]:
     """Runs `python -c CODE ARGS` in a fresh process (see run_python)."""

@@ -17,11 +17,6 @@ SAFE = "fixtures/probe/rotary_classes.py:SafeRotaryEmbedding"
 LEGACY = "fixtures/probe/rotary_classes.py:LegacyRotaryEmbedding"
 
 
-@pytest.fixture
-def in_repo(monkeypatch, probe_fixtures):
-    monkeypatch.chdir(probe_fixtures.parents[1])
-
-
 def probe(*args: str) -> int:
     return main(["probe", *args])
 

@@ -24,11 +24,6 @@ PAIRWISE = "fixtures/probe/status_classes.py:PairwiseRotaryEmbedding"
 TRIGGERS = "fp32,to-bf16,default-dtype-fp16"
 
 
-@pytest.fixture
-def in_repo(monkeypatch, probe_fixtures):
-    monkeypatch.chdir(probe_fixtures.parents[1])
-
-
 def probe(*args: str) -> int:
     return main(["probe", *args])
 
