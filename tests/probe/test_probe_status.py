@@ -19,6 +19,7 @@ BUFFERED = "fixtures/probe/rotary_classes.py:BufferedRotaryEmbedding"
 UNBUILDABLE = "fixtures/probe/toymodels/models/odd/modeling_odd.py:OddRotaryEmbedding"
 FP32_ONLY = "fixtures/probe/status_classes.py:Fp32OnlyRotaryEmbedding"
 PAIRWISE = "fixtures/probe/status_classes.py:PairwiseRotaryEmbedding"
+PAIRWISE_INPUT = "fixtures/probe/status_classes.py:PairwiseInputEmbedding"
 # to-bf16 rounds BufferedRotaryEmbedding's inv_freq and is refused by Fp32OnlyRotaryEmbedding, which returns
 # nothing for the fp16 activations of default-dtype-fp16.
 TRIGGERS = "fp32,to-bf16,default-dtype-fp16"
@@ -133,6 +134,7 @@ def test_a_class_over_the_memory_budget_is_unbuilt_and_never_runs_at_full_size(p
     run = python_code(
         PEAK_SCRIPT,
         PAIRWISE,
+        PAIRWISE_INPUT,
         SAFE,
         "--trigger",
         "fp32,to-bf16",
@@ -156,5 +158,10 @@ def test_a_class_over_the_memory_budget_is_unbuilt_and_never_runs_at_full_size(p
     assert match, pairwise["reason"]
     # Three float32 (1, 4096, 4096, 128) tensors are 24 GB; the estimate counts every allocation, never less.
     assert float(match.group(1)) >= 24
+    # A class that is no table at small sizes is never tried at full size, where nothing bounds its forward: its
+    # reason is what was wrong with it, not a failed 8 GB allocation.
+    unreadable = classes["PairwiseInputEmbedding"]
+    assert unreadable["status"] == "unbuilt"
+    assert "allocate" not in unreadable["reason"], unreadable["reason"]
     # The probe's process (Python and torch, about 0.4 GB) with everything it measured stays under the budget.
     assert peak < BUDGET, f"peak resident memory {peak / 2**20:.0f} MB"
