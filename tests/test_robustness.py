@@ -212,7 +212,7 @@ def test_a_formatted_or_tidied_text_that_does_not_compile_is_written_unformatted
     """ruff runs after the fix is checked: a formatter or tidier that returns broken text must not reach the file.
     `return` at module level parses with `ast` and fails to compile, the case `ast.parse` alone would let through."""
 
-    def broken(path: Path, original: str, fixed: str) -> str:
+    def broken(path: Path, original: str, fixed: str, *regions: object) -> str:
         return "return 1\n" + fixed
 
     from rope_lint.rules.float_arange import FloatArange

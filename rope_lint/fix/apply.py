@@ -7,6 +7,7 @@ so that `check` never pays for it.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import difflib
 import warnings
@@ -16,16 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, read
 from rope_lint.files import SourceFile
-from rope_lint.fix.formatting import formatted_like_original
+from rope_lint.fix.formatting import changed_regions, formatted_like_original
+from rope_lint.fix.names import ModuleNames, with_imports
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import RULES_BY_CODE
+from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.rules.base import ClassRewrite
 
 Range = tuple[tuple[int, int], tuple[int, int]]
@@ -35,10 +38,15 @@ class UnsafeResultError(Exception):
     """A fix produced code that does not parse: nothing is written."""
 
 
+# The lines a fix changed: (old first, old end, new first, new end), 0-based line indexes, ends exclusive.
+Region = tuple[int, int, int, int]
+
+
 @dataclass
 class FixResult:
     text: str
     applied: list[Diagnostic]
+    regions: list[Region] = field(default_factory=list)  # what changed, for formatting the changed lines only
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,7 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
         result = apply_fixes(source.text, chosen)
         # ruff works after the check in `apply_fixes`: a formatted or tidied text is kept only if it compiles too, and
         # otherwise the text that did is written.
-        formatted = _compiling_or(formatted_like_original(path, source.text, result.text), result.text)
+        formatted = _compiling_or(formatted_like_original(path, source.text, result.text, result.regions), result.text)
         result.text = _compiling_or(imports_tidied(path, source.text, formatted), formatted)
         if not (diff_only or hold):
             write_atomically(source, result.text)
@@ -91,8 +99,8 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
     if diff_only:
         diff = "".join(
             difflib.unified_diff(
-                source.text.splitlines(keepends=True),
-                result.text.splitlines(keepends=True),
+                physical_lines(source.text),
+                physical_lines(result.text),
                 # A crafted name must not break the header line (and forge one after it).
                 fromfile=f"a/{printable(str(path))}",
                 tofile=f"b/{printable(str(path))}",
@@ -166,28 +174,40 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
 
     LibCST is slow on large files, so only the top-level statements that hold a finding are parsed and edited, each
     run of them on its own, and spliced back between the untouched lines. Every fix is local to its statement (a
-    codemod to its class), except an added import, which is placed in the whole file at the end.
+    codemod to its class), except an added import, which is inserted in the whole text at the end. The module names
+    a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings.
     """
-    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    lines = physical_lines(source)
+    names = ModuleNames(source, tree)
     applied: list[Diagnostic] = []
     pieces: list[str] = []
-    done = 0
-    for first, last in _statement_runs(source, diagnostics):
-        inside = [d for d in diagnostics if first <= d.start.line and d.end.line <= last]
+    regions: list[Region] = []
+    done = new_done = 0
+    for first, last, inside in _statement_runs(tree, len(lines), diagnostics):
         pieces.append("".join(lines[done : first - 1]))
-        fixed, fixed_here = _fix_chunk("".join(lines[first - 1 : last]), inside, first - 1)
+        new_first = new_done + first - 1 - done
+        old_chunk = lines[first - 1 : last]
+        fixed, fixed_here = _fix_chunk("".join(old_chunk), inside, first - 1, names)
+        new_chunk = physical_lines(fixed)
+        regions += [
+            (first - 1 + a, first - 1 + b, new_first + c, new_first + d)
+            for a, b, c, d in changed_regions(old_chunk, new_chunk)
+        ]
         pieces.append(fixed)
         applied += fixed_here
-        done = last
+        done, new_done = last, new_first + len(new_chunk)
     pieces.append("".join(lines[done:]))
     text = "".join(pieces)
-    imports = {d.fix.adds_import for d in applied if d.fix is not None and d.fix.adds_import is not None}
-    if imports:
-        text = _with_imports(cst.parse_module(text), sorted(imports)).code
+    if names.imports:
+        before = len(physical_lines(text))
+        text, at = with_imports(text, names.imports)
+        added = len(physical_lines(text)) - before
+        regions = [(a, b, c + added, d + added) if c >= at else (a, b, c, d) for a, b, c, d in regions]
     error = compile_error(text)
     if error is not None:
         raise UnsafeResultError(f"the fixed code would not compile ({error}); the file was left as it was")
-    return FixResult(text, applied)
+    return FixResult(text, applied, regions)
 
 
 def compile_error(text: str) -> str | None:
@@ -206,32 +226,39 @@ def _compiling_or(candidate: str, fallback: str) -> str:
     return candidate if candidate == fallback or compile_error(candidate) is None else fallback
 
 
-def _statement_runs(source: str, diagnostics: list[Diagnostic]) -> list[tuple[int, int]]:
-    """Line ranges (1-based, inclusive) of the runs of top-level statements that the findings touch, merged.
+def _statement_runs(
+    tree: ast.Module, line_count: int, diagnostics: list[Diagnostic]
+) -> list[tuple[int, int, list[Diagnostic]]]:
+    """Line ranges (1-based, inclusive) of the runs of top-level statements that the findings touch, merged, each with
+    its findings. Found by bisection, so that a file with a finding in every function costs no more per finding than
+    a file with one.
 
     A finding outside every statement (there is none in practice) makes the run the whole file.
     """
-    statements = []
-    for statement in ast.parse(source).body:
+    starts, ends = [], []
+    for statement in tree.body:
         decorators = getattr(statement, "decorator_list", [])
-        first = min([statement.lineno, *(decorator.lineno for decorator in decorators)])
-        statements.append((first, statement.end_lineno or statement.lineno))
-    runs: list[tuple[int, int]] = []
+        starts.append(min([statement.lineno, *(decorator.lineno for decorator in decorators)]))
+        ends.append(statement.end_lineno or statement.lineno)
+    runs: list[tuple[int, int, Diagnostic]] = []
     for diagnostic in diagnostics:
-        touched = [(a, b) for a, b in statements if a <= diagnostic.end.line and diagnostic.start.line <= b]
-        if not touched:
-            return [(1, len(source.splitlines(keepends=True)))]
-        runs.append((touched[0][0], touched[-1][1]))
-    merged: list[tuple[int, int]] = []
-    for first, last in sorted(runs):
+        first = bisect.bisect_left(ends, diagnostic.start.line)  # the first statement that ends at or after it
+        last = bisect.bisect_right(starts, diagnostic.end.line) - 1  # the last one that starts at or before its end
+        if first > last:
+            return [(1, line_count, list(diagnostics))]
+        runs.append((starts[first], ends[last], diagnostic))
+    merged: list[tuple[int, int, list[Diagnostic]]] = []
+    for first, last, diagnostic in sorted(runs, key=lambda run: run[:2]):
         if merged and first <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last), [*merged[-1][2], diagnostic])
         else:
-            merged.append((first, last))
+            merged.append((first, last, [diagnostic]))
     return merged
 
 
-def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> tuple[str, list[Diagnostic]]:
+def _fix_chunk(
+    chunk: str, diagnostics: list[Diagnostic], line_offset: int, names: ModuleNames
+) -> tuple[str, list[Diagnostic]]:
     """Apply the findings' fixes to a run of top-level statements that starts after `line_offset` lines."""
     # Findings whose fix is a codemod over their whole class (the RPL2xx family) are fixed after the others.
     codemod_fixes = [d for d in diagnostics if d.fix is not None and isinstance(d.fix.payload, ClassRewrite)]
@@ -247,33 +274,18 @@ def _fix_chunk(chunk: str, diagnostics: list[Diagnostic], line_offset: int) -> t
     fixed = cst.parse_module(chunk)
     applied: list[Diagnostic] = []
     if by_range:
-        transformer = _FixTransformer(by_range)
+        transformer = _FixTransformer(by_range, names)
         fixed = MetadataWrapper(fixed, unsafe_skip_copy=True).visit(transformer)
         applied += transformer.applied
     if codemod_fixes:
         from rope_lint.codemods import apply_codemods
 
         # The findings' path is the file's: the rope codemod reads a copy's `# Copied from` source through it.
-        names = sorted({d.fix.payload.codemod for d in codemod_fixes if d.fix})
-        fixed = apply_codemods(fixed, names, filename=codemod_fixes[0].path)
-    return fixed.code, applied + codemod_fixes
-
-
-def _with_imports(module: cst.Module, modules: list[str]) -> cst.Module:
-    """`import <module>` for each module that an applied fix writes a name of and the file did not import.
-
-    A fix asks for one with its `adds_import` (see `logdomain.fix`); LibCST places it among the file's
-    imports, and adds nothing the file imports already.
-    """
-    if not modules:
-        return module
-    from libcst.codemod import CodemodContext
-    from libcst.codemod.visitors import AddImportsVisitor
-
-    context = CodemodContext()
-    for name in modules:
-        AddImportsVisitor.add_needed_import(context, name)
-    return AddImportsVisitor(context).transform_module(module)
+        codemods = sorted({d.fix.payload.codemod for d in codemod_fixes if d.fix})
+        fixed = apply_codemods(fixed, codemods, filename=codemod_fixes[0].path)
+    # LibCST drops the form feeds that start a module, which are the start of this run's first line.
+    lost = chunk[: len(chunk) - len(chunk.lstrip("\x0c"))]
+    return lost + fixed.code.lstrip("\x0c"), applied + codemod_fixes
 
 
 # Nodes whose body is a sequence of statements: the blocks that a finding spanning several statements lies in.
@@ -289,11 +301,12 @@ class _FixTransformer(cst.CSTTransformer):
     run)`) and returns it with the statements that replace the run in its body; nothing else of it is used.
     """
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider)
 
-    def __init__(self, pending: dict[Range, list[Diagnostic]]) -> None:
+    def __init__(self, pending: dict[Range, list[Diagnostic]], names: ModuleNames) -> None:
         super().__init__()
         self.pending = pending
+        self.names = names
         self.applied: list[Diagnostic] = []
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
@@ -306,7 +319,7 @@ class _FixTransformer(cst.CSTTransformer):
         if position is None:
             return updated_node
         for diagnostic in self.pending.pop(_range(position), []):
-            updated_node = self._fix(updated_node, diagnostic)
+            updated_node = self._fix(updated_node, diagnostic, original_node)
         return updated_node
 
     def _fix_statement_runs(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
@@ -323,16 +336,19 @@ class _FixTransformer(cst.CSTTransformer):
                 if diagnostics:
                     run = updated_node.with_changes(body=body[first : last + 1])
                     for diagnostic in diagnostics:
-                        run = self._fix(run, diagnostic)
+                        run = self._fix(run, diagnostic, original_node.body[first])
                     body[first : last + 1] = run.body
                     end = first
                     break
         return updated_node.with_changes(body=body) if end < len(positions) else updated_node
 
-    def _fix(self, node: cst.CSTNode, diagnostic: Diagnostic) -> cst.CSTNode:
+    def _fix(self, node: cst.CSTNode, diagnostic: Diagnostic, placed: cst.CSTNode) -> cst.CSTNode:
+        """The rule's fix of `node`, its module names resolved in the scope of `placed`, the node in the original."""
         assert diagnostic.fix is not None
         self.applied.append(diagnostic)
-        return RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix.payload)
+        fixed = RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix.payload)
+        scope = self.get_metadata(ScopeProvider, placed, None)
+        return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import)
 
 
 def _range(position: CodeRange) -> Range:

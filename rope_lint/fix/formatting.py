@@ -11,15 +11,23 @@ import difflib
 from pathlib import Path
 
 from rope_lint import ruff
+from rope_lint.rules.analysis.context import physical_lines
 
 
-def formatted_like_original(path: Path, original: str, fixed: str) -> str:
+def formatted_like_original(path: Path, original: str, fixed: str, regions: list[tuple[int, int, int, int]]) -> str:
+    """`fixed` with its changed `regions` (old first, old end, new first, new end line indexes, ends exclusive)
+    formatted by ruff where ruff leaves the original as it is."""
     command = ruff.command()
-    if command is None or len(fixed) > ruff.LARGEST_TEXT:
+    regions = [region for region in regions if region[1] > region[0] and region[3] > region[2]]
+    if command is None or not regions or len(fixed) > ruff.LARGEST_TEXT:
         return fixed
-    regions = _changed_regions(original.splitlines(keepends=True), fixed.splitlines(keepends=True))
-    # From the bottom up, so that formatting a region moves no region still to do.
-    for old_first, old_last, new_first, new_last in reversed(regions):
+    # A file that ruff leaves as it is gets the whole fixed text formatted at once: ruff changes only the rewritten
+    # lines of it, and two runs cost less than two a region, a run each over the whole text.
+    if _format_range(command, path, original, 1, len(physical_lines(original))) == original:
+        return _format_range(command, path, fixed, 1, len(physical_lines(fixed))) or fixed
+    # From the bottom up, so that formatting a region moves no region still to do; past the first few, the rest stay
+    # as the fix wrote them, since each region costs two runs over the whole text.
+    for old_first, old_last, new_first, new_last in reversed(regions[-_MOST_REGIONS:]):
         if _format_range(command, path, original, old_first + 1, old_last) != original:
             continue  # ruff would change the original here: this project does not format like ruff
         formatted = _format_range(command, path, fixed, new_first + 1, new_last)
@@ -28,23 +36,18 @@ def formatted_like_original(path: Path, original: str, fixed: str) -> str:
     return fixed
 
 
-def _changed_regions(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
-    """(old first, old end, new first, new end) line indexes of each changed region, ends exclusive.
+# Regions formatted one by one in a file that ruff would change elsewhere.
+_MOST_REGIONS = 32
 
-    The common head and tail are set aside first: matching 100,000 alike lines (`x = 1`) costs difflib minutes,
-    while a fix changes a few lines in between.
-    """
-    head = 0
-    while head < min(len(old), len(new)) and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
-    matcher = difflib.SequenceMatcher(None, old[head : len(old) - tail], new[head : len(new) - tail], autojunk=False)
+
+def changed_regions(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
+    """(old first, old end, new first, new end) line indexes of each changed region of two runs of lines, ends
+    exclusive. Meant for the lines of one rewritten run of statements: matching lines costs more than linear time."""
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     return [
-        (head + old_first, head + old_end, head + new_first, head + new_end)
+        (old_first, old_end, new_first, new_end)
         for tag, old_first, old_end, new_first, new_end in matcher.get_opcodes()
-        if tag != "equal" and new_end > new_first and old_end > old_first
+        if tag != "equal"
     ]
 
 

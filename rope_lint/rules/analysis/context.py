@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import io
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterator
 
@@ -38,7 +39,7 @@ class FileContext:
         self.tree = tree
         self.occurrences = occurrences or candidates.Occurrences.of_text(source)
         self._derived: dict[tuple[Hashable, ...], object] = {}
-        self.lines = source.splitlines()
+        self.lines = [line.rstrip("\r\n") for line in physical_lines(source)]
         self.parents: dict[ast.AST, ast.AST] = {}
         self.imported_names: dict[str, str] = {}
         self._calls: list[ast.Call] = []
@@ -199,6 +200,13 @@ class FileContext:
             end=self.position(last.end_lineno or last.lineno, last.end_col_offset or node.col_offset),
             fix=flagged.fix,
         )
+
+
+def physical_lines(text: str) -> list[str]:
+    """The lines of `text` as Python numbers them, with their ends: split at `\\n`, `\\r\\n` and `\\r` only.
+    `str.splitlines` also splits at a form feed and other separators, which the tokenizer takes for whitespace, so
+    its line numbers drift from the syntax tree's after one."""
+    return io.StringIO(text, newline="").readlines()
 
 
 def _spans_any(lines: list[int], node: ast.AST) -> bool:

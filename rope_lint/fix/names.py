@@ -1,0 +1,204 @@
+"""The one place where a fix's module names are resolved: by scope, as the compiler resolves them.
+
+A fix writes names of modules (`torch.logaddexp`, `torch.int64`, `math.ceil`, `F.softplus`) that detection chose from
+the file's imports. Where the code a fix lands in binds that name to something else (a parameter, a local assigned
+later, a class attribute, a comprehension variable, a module-level rebinding), or declares it `global`/`nonlocal`
+(which a use before the declaration turns into a SyntaxError), the name is written through a fresh alias instead,
+`import torch as _torch`, which nothing in the file binds otherwise. The imports to add are collected here too, and
+placed by `with_imports`, below any `__future__` import and the module docstring.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import libcst as cst
+from libcst.metadata import ClassScope, GlobalScope, Scope
+
+from rope_lint.rules.analysis.context import physical_lines
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ModuleNames:
+    """What one file binds, read once from its stdlib syntax tree, and the imports its fixes need."""
+
+    def __init__(self, source: str, tree: ast.Module) -> None:
+        # Detection reads the file's imports wherever they are, the last one winning: what a fix's name was meant to be.
+        self.meant: dict[str, str] = {}
+        # Names a function or comprehension may rebind in a scope it does not own: a `global`, `nonlocal` or `:=`.
+        self.redirected: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for name, qualified in _import_bindings(node):
+                    if qualified is not None:
+                        self.meant[name] = qualified
+            elif isinstance(node, ast.Global | ast.Nonlocal):
+                self.redirected.update(node.names)
+            elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+                self.redirected.add(node.target.id)
+        # Every module-level binding of a name: the module an import binds it to, or None for any other binding.
+        self.module_level: dict[str, list[str | None]] = {}
+        for statement in tree.body:
+            for name, qualified in _module_level_bindings(statement):
+                self.module_level.setdefault(name, []).append(qualified)
+        self._taken = set(_IDENTIFIER.findall(source))
+        self._aliases: dict[str, str] = {}
+        self.imports: set[tuple[str, str | None]] = set()  # (module, alias or None) to add
+
+    def resolved(self, original: cst.CSTNode, fixed: cst.CSTNode, scope: Scope | None, adds: str | None) -> cst.CSTNode:
+        """`fixed`, the replacement a rule's fix made for `original`, with each module name it introduced written so
+        that it reaches that module from `scope`; `adds` is the module the fix asked to import where the file has none.
+        The imports this needs are added to `imports`."""
+        kept = {id(node) for node in _walk(original)}
+        for name in [n for n in _root_names(fixed) if id(n) not in kept]:
+            meant = self.meant.get(name.value, name.value if name.value == adds else None)
+            if meant is None:
+                continue  # not a module name: an operand the fix rebuilt
+            reach = self._reach(name.value, meant, scope)
+            if reach == "module" and not self.module_level.get(name.value):
+                self.imports.add((meant, None))
+            if reach is None:
+                top, _, rest = meant.partition(".")
+                alias = self._alias(top)
+                self.imports.add((top, alias))
+                fixed = fixed.deep_replace(name, cst.parse_expression(f"{alias}.{rest}" if rest else alias))
+        return fixed
+
+    def _reach(self, name: str, meant: str, scope: Scope | None) -> str | None:
+        """How `name` reaches the module `meant` from `scope`: "local" through an import of an enclosing function,
+        "module" at module level (where it may still have to be imported), None where it does not."""
+        if name in self.redirected:
+            return None
+        current, innermost = scope, True
+        while current is not None and not isinstance(current, GlobalScope):
+            # A class body's names are seen from the class body only, not from the functions in it.
+            if (innermost or not isinstance(current, ClassScope)) and name in current.assignments:
+                bindings = [_cst_import_binding(a.node, name) for a in current.assignments[name]]
+                return "local" if all(binding == meant for binding in bindings) else None
+            current, innermost = current.parent, False
+        bindings = self.module_level.get(name, [])
+        if bindings:
+            return "module" if all(binding == meant for binding in bindings) else None
+        return "module" if name == meant else None
+
+    def _alias(self, module: str) -> str:
+        """A name for `module` that nothing in the file uses: `_torch`, else `_torch_1`, ..."""
+        if module not in self._aliases:
+            alias, number = f"_{module}", 0
+            while alias in self._taken:
+                number += 1
+                alias = f"_{module}_{number}"
+            self._taken.add(alias)
+            self._aliases[module] = alias
+        return self._aliases[module]
+
+
+def with_imports(text: str, imports: set[tuple[str, str | None]]) -> tuple[str, int]:
+    """`text` with an import line for each (module, alias), and the 0-based line they start at.
+
+    They go after the file's leading imports, else at its first statement; never above the module docstring or a
+    `from __future__` import, which must come first, nor above the comments before the first statement (a coding
+    cookie, a licence). Lines are inserted as text: a whole-file LibCST round trip costs seconds on a large file.
+    """
+    lines = physical_lines(text)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    body = ast.parse(text).body
+    index = 0
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        index = 1
+    while index < len(body) and isinstance(body[index], ast.ImportFrom) and body[index].module == "__future__":
+        index += 1
+    while index < len(body) and isinstance(body[index], ast.Import | ast.ImportFrom):
+        index += 1
+    if index > 0:
+        at = body[index - 1].end_lineno or body[index - 1].lineno
+    elif body:
+        first = body[0]
+        at = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", []))]) - 1
+    else:
+        at = len(lines)
+    if 0 < at <= len(lines) and not lines[at - 1].endswith(("\n", "\r")):
+        lines[at - 1] += newline
+    added = [f"import {module} as {alias}" if alias else f"import {module}" for module, alias in sorted(imports)]
+    # A blank line sets the imports apart from code right below them, as isort would.
+    apart = [newline] if at < len(lines) and lines[at].strip() else []
+    lines[at:at] = [line + newline for line in added] + apart
+    return "".join(lines), at
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found = [node]
+    for child in node.children:
+        found += _walk(child)
+    return found
+
+
+def _root_names(node: cst.CSTNode) -> list[cst.Name]:
+    """The names a lookup starts from: not an attribute (`.int64`), a keyword (`dtype=`) or a parameter."""
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, cst.Attribute):
+        return _root_names(node.value)
+    if isinstance(node, cst.Arg):
+        return _root_names(node.value)
+    found: list[cst.Name] = []
+    for child in node.children:
+        found += _root_names(child)
+    return found
+
+
+def _import_bindings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str | None]]:
+    """The names an import binds, each with what it binds it to (None for a relative import)."""
+    if isinstance(node, ast.Import):
+        return [
+            (alias.asname, alias.name) if alias.asname else (alias.name.partition(".")[0],) * 2 for alias in node.names
+        ]
+    module = node.module if not node.level else None
+    return [(alias.asname or alias.name, module and f"{module}.{alias.name}") for alias in node.names]
+
+
+def _module_level_bindings(statement: ast.stmt) -> list[tuple[str, str | None]]:
+    """The module-level names a statement binds, with the module for an import and None for anything else; the names
+    inside a function, class or lambda body are theirs, and a comprehension's are counted, to err on the safe side."""
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return _import_bindings(statement)
+    found: list[tuple[str, str | None]] = []
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.append((node.name, None))
+            pending += [*node.decorator_list, *getattr(node, "bases", []), *getattr(node, "keywords", [])]
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found += _import_bindings(node)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            found.append((node.id, None))
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            found.append((node.name, None))
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            found.append((node.rest, None))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found.append((node.target.id, None))
+        pending += ast.iter_child_nodes(node)
+    return found
+
+
+def _cst_import_binding(node: cst.CSTNode, name: str) -> str | None:
+    """What an import statement binds `name` to; None for any other binding (an assignment, a parameter)."""
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            dotted = cst.helpers.get_full_name_for_node(alias.name) or ""
+            bound = alias.evaluated_alias or dotted.partition(".")[0]
+            if bound == name:
+                return dotted if alias.asname else bound
+    elif isinstance(node, cst.ImportFrom) and not node.relative and not isinstance(node.names, cst.ImportStar):
+        module = cst.helpers.get_full_name_for_node(node.module) if node.module else None
+        for alias in node.names:
+            if (alias.evaluated_alias or alias.evaluated_name) == name and module:
+                return f"{module}.{alias.evaluated_name}"
+    return None

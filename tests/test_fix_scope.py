@@ -1,0 +1,149 @@
+"""A fix never breaks a file: the names it writes reach the modules it means, in the scope it writes them in.
+
+Each program here has a finding whose fix writes `torch.<function>` (or `torch.int64`, `math.ceil`) where the name
+`torch` (or `math`) is not the module, or where adding `import torch` is itself a hazard. The fixed text must compile,
+compute what the original computed, and have no fixable finding left.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rope_lint.api import fix
+from rope_lint.engine import Settings, check_source
+from rope_lint.fix.apply import apply_fixes, fixable
+from rope_lint.rules import select_rules
+
+ALL_RULES = Settings(select_rules(["ALL"], []), Path("."))
+
+
+def fixed_text(tmp_path: Path, original: str) -> str:
+    """The file after one `fix --unsafe-fixes`, which must leave no fixable finding and no failure."""
+    path = tmp_path / "model.py"
+    path.write_text(original)
+    report = fix([str(path)], unsafe=True)
+    assert not report.failures, report.failures
+    text = path.read_text()
+    compile(text, str(path), "exec")
+    assert not fixable(check_source(str(path), text, ALL_RULES), unsafe=True), text
+    return text
+
+
+def results(text: str) -> object:
+    """What `f(a, b)` gives, on two small fp32 tensors, after running `text` as a module of its own."""
+    namespace: dict[str, object] = {"__name__": "scoped_program"}
+    exec(compile(text, "<program>", "exec"), namespace)
+    function = namespace["f"]
+    assert callable(function)
+    return function(torch.tensor([0.5, -1.0, 3.0]), torch.tensor([1.5, 2.0, -0.25]))
+
+
+def assert_same(original: object, fixed: object) -> None:
+    if isinstance(original, tuple):
+        assert isinstance(fixed, tuple) and len(fixed) == len(original)
+        for a, b in zip(original, fixed, strict=True):
+            assert_same(a, b)
+        return
+    assert isinstance(original, torch.Tensor) and isinstance(fixed, torch.Tensor)
+    assert (original.dtype, original.shape) == (fixed.dtype, fixed.shape)
+    assert torch.allclose(original, fixed, rtol=1e-6, atol=0), (original, fixed)
+
+
+# Programs whose `torch` at the finding is not the module (or is declared global/nonlocal there), each with a
+# function `f(a, b)`. The rewrite of `(a.exp() + b.exp()).log()` writes `torch.logaddexp`; where the file itself binds
+# `torch` to something else at module level, no fix may be offered instead.
+SCOPES: dict[str, str] = {
+    "global after the use": (
+        "import torch\n\n\ndef f(a, b):\n    y = (a.exp() + b.exp()).log()\n    global torch\n    return y\n"
+    ),
+    "nonlocal after the use": (
+        "import torch\n\n\ndef f(a, b):\n    torch = None\n\n    def g():\n        y = (a.exp() + b.exp()).log()\n"
+        "        nonlocal torch\n        return y\n\n    return g()\n"
+    ),
+    "global and no import": ("def f(a, b):\n    y = (a.exp() + b.exp()).log()\n    global torch\n    return y\n"),
+    "parameter": ("def f(a, b, torch=3):\n    return (a.exp() + b.exp()).log()\n"),
+    "local after the use": ("def f(a, b):\n    y = (a.exp() + b.exp()).log()\n    torch = 3\n    return y\n"),
+    "annotation": ("def f(a, b):\n    torch: int\n    return (a.exp() + b.exp()).log()\n"),
+    "class body": (
+        "import torch\n\n\ndef f(a, b):\n    class C:\n        torch = 3\n        y = (a.exp() + b.exp()).log()\n\n"
+        "    return C.y\n"
+    ),
+    "comprehension": ("def f(a, b):\n    return [(a.exp() + b.exp()).log() for torch in range(1)][0]\n"),
+    "lambda": ("f = lambda a, b, torch=2: (a.exp() + b.exp()).log()\n"),
+    "walrus": ("def f(a, b):\n    y = (a.exp() + b.exp()).log()\n    if (torch := 3):\n        return y\n"),
+    "module rebinding": ("import torch\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n\n\ntorch = 3\n"),
+    "import as torch": (
+        "import torch\nimport fractions as torch\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n"
+    ),
+    "from import torch": (
+        "from fractions import Fraction as torch\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n"
+    ),
+    "math shadowed": (
+        "import torch\n\n\ndef f(a, b, math=None):\n    n = a.shape[0] * 1.5\n"
+        "    return torch.arange(n, dtype=torch.float32), b\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SCOPES))
+def test_a_fix_reaches_the_module_it_means_whatever_the_scope(tmp_path: Path, name: str) -> None:
+    original = SCOPES[name]
+    text = fixed_text(tmp_path, original)
+    assert text != original or name.endswith("torch")
+    assert_same(results(original), results(text))
+
+
+def test_an_import_goes_after_a_future_import_that_shares_its_line(tmp_path: Path) -> None:
+    original = (
+        '"""A module."""\nfrom __future__ import annotations; import os\n\n\n'
+        "def f(a, b):\n    return (a.exp() + b.exp()).log(), os.sep\n"
+    )
+    text = fixed_text(tmp_path, original)
+    assert text.startswith('"""A module."""\nfrom __future__ import annotations; import os\n')
+    assert_same(results(original)[0], results(text)[0])
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        "import torch\n\x0c\ndef g(x):\n    return x\n\x0cdef f(a, b):\n"
+        "    return torch.log(torch.exp(a) + torch.exp(b))\n\x0c\n",
+        "import torch\n\n\n\x0cdef f(a, b):\n\x0c    return torch.log(torch.exp(a) + torch.exp(b))\n\x0c\n",
+        "\x0cimport torch\ndef f(a, b):\n    return torch.log(torch.exp(a) + torch.exp(b))\n\x0c# end\n",
+    ],
+    ids=["between statements", "in a function", "first line"],
+)
+def test_a_form_feed_stays_on_every_line_without_a_finding(tmp_path: Path, original: str) -> None:
+    text = fixed_text(tmp_path, original)
+    flagged = {d.start.line for d in check_source("model.py", original, ALL_RULES)}
+    old_lines = original.split("\n")
+    new_lines = text.split("\n")
+    assert len(old_lines) == len(new_lines)
+    for number, (old, new) in enumerate(zip(old_lines, new_lines, strict=True), start=1):
+        if number not in flagged:
+            assert old == new, (number, old, new)
+
+
+def test_an_added_import_is_placed_once_for_many_findings(tmp_path: Path) -> None:
+    """Many findings that need `import torch` add it once, and a fresh alias is not taken where `torch` is free."""
+    original = "".join(f"def f{i}(a, b):\n    return (a.exp() + b.exp()).log()\n\n\n" for i in range(5))
+    text = fixed_text(tmp_path, original)
+    assert text.count("import torch\n") == 1 and "_torch" not in text
+
+
+def test_a_fresh_alias_is_a_name_the_file_does_not_use(tmp_path: Path) -> None:
+    original = "_torch = 5\n\n\ndef f(a, b, torch=1):\n    return (a.exp() + b.exp()).log(), _torch\n"
+    text = fixed_text(tmp_path, original)
+    assert_same(results(original)[0], results(text)[0])
+    assert results(text)[1] == 5
+
+
+def test_apply_fixes_never_returns_text_that_does_not_compile() -> None:
+    """The last guard: whatever a rule's fix writes, `apply_fixes` compiles the text before giving it back."""
+    original = "def f(a, b):\n    y = (a.exp() + b.exp()).log()\n    global torch\n    return y\n"
+    found = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
+    assert found
+    compile(apply_fixes(original, found).text, "model.py", "exec")
