@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import REPO
 
 from rope_lint.api import fix
 from rope_lint.engine import Settings, check_source
@@ -147,3 +148,12 @@ def test_apply_fixes_never_returns_text_that_does_not_compile() -> None:
     found = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
     assert found
     compile(apply_fixes(original, found).text, "model.py", "exec")
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in (REPO / "fixtures" / "hazards").glob("*.py")))
+def test_every_fixable_finding_of_a_fixture_is_gone_after_one_fix(name: str) -> None:
+    """A finding is marked `[*]` only where one `fix --unsafe-fixes` removes it."""
+    source = (REPO / "fixtures" / "hazards" / name).read_text()
+    found = fixable(check_source(name, source, ALL_RULES), unsafe=True)
+    fixed = apply_fixes(source, found).text
+    assert not fixable(check_source(name, fixed, ALL_RULES), unsafe=True)

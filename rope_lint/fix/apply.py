@@ -184,7 +184,7 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     pieces: list[str] = []
     regions: list[Region] = []
     done = new_done = 0
-    for first, last, inside in _statement_runs(tree, len(lines), diagnostics):
+    for first, last, inside in _batched(_statement_runs(tree, len(lines), diagnostics), lines):
         pieces.append("".join(lines[done : first - 1]))
         new_first = new_done + first - 1 - done
         old_chunk = lines[first - 1 : last]
@@ -256,6 +256,27 @@ def _statement_runs(
     return merged
 
 
+def _batched(
+    runs: list[tuple[int, int, list[Diagnostic]]], lines: list[str]
+) -> list[tuple[int, int, list[Diagnostic]]]:
+    """Runs of statements near each other joined, with the lines between them, into one run of up to `_BATCH_LINES`
+    lines: each LibCST parse costs a few milliseconds beyond its lines, which a file with a finding in every function
+    pays for every function otherwise. LibCST drops a form feed that starts a line of module level, so no run is
+    joined across one."""
+    batches: list[tuple[int, int, list[Diagnostic]]] = []
+    for first, last, inside in runs:
+        if batches:
+            batch_first, batch_last, batch = batches[-1]
+            if last - batch_first < _BATCH_LINES and not any("\x0c" in line for line in lines[batch_last:last]):
+                batches[-1] = (batch_first, last, batch + inside)
+                continue
+        batches.append((first, last, inside))
+    return batches
+
+
+_BATCH_LINES = 400
+
+
 def _fix_chunk(
     chunk: str, diagnostics: list[Diagnostic], line_offset: int, names: ModuleNames
 ) -> tuple[str, list[Diagnostic]]:
@@ -274,7 +295,9 @@ def _fix_chunk(
     fixed = cst.parse_module(chunk)
     applied: list[Diagnostic] = []
     if by_range:
-        transformer = _FixTransformer(by_range, names)
+        adds = {d.fix.adds_import for d in diagnostics if d.fix is not None and d.fix.adds_import is not None}
+        kind = _ScopedFixTransformer if names.needs_scopes(adds) else _FixTransformer
+        transformer = kind(by_range, names)
         fixed = MetadataWrapper(fixed, unsafe_skip_copy=True).visit(transformer)
         applied += transformer.applied
     if codemod_fixes:
@@ -301,7 +324,7 @@ class _FixTransformer(cst.CSTTransformer):
     run)`) and returns it with the statements that replace the run in its body; nothing else of it is used.
     """
 
-    METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider)
+    METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, pending: dict[Range, list[Diagnostic]], names: ModuleNames) -> None:
         super().__init__()
@@ -347,8 +370,15 @@ class _FixTransformer(cst.CSTTransformer):
         assert diagnostic.fix is not None
         self.applied.append(diagnostic)
         fixed = RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix.payload)
-        scope = self.get_metadata(ScopeProvider, placed, None)
+        scope = self.get_metadata(ScopeProvider, placed, None) if isinstance(self, _ScopedFixTransformer) else None
         return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import)
+
+
+class _ScopedFixTransformer(_FixTransformer):
+    """A `_FixTransformer` that resolves the module names a fix writes in the scope of its node: for a file where a
+    function, class, lambda or comprehension binds such a name."""
+
+    METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider)
 
 
 def _range(position: CodeRange) -> Range:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 
 import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope, Scope
@@ -29,7 +30,10 @@ class ModuleNames:
         self.meant: dict[str, str] = {}
         # Names a function or comprehension may rebind in a scope it does not own: a `global`, `nonlocal` or `:=`.
         self.redirected: set[str] = set()
+        # How often each name is bound anywhere: more often than at module level means a scope of the file binds it.
+        self._bound = Counter[str]()
         for node in ast.walk(tree):
+            self._bound.update(name for name, _ in _bindings(node))
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for name, qualified in _import_bindings(node):
                     if qualified is not None:
@@ -46,6 +50,15 @@ class ModuleNames:
         self._taken = set(_IDENTIFIER.findall(source))
         self._aliases: dict[str, str] = {}
         self.imports: set[tuple[str, str | None]] = set()  # (module, alias or None) to add
+
+    def needs_scopes(self, adds: set[str]) -> bool:
+        """Whether a module name a fix may write (one the file imports, or one of `adds`) is bound in a function,
+        class, lambda or comprehension of the file, or redirected there: only then is a fix's scope worth working
+        out, which costs more than the fix."""
+        return any(
+            name in self.redirected or self._bound[name] > len(self.module_level.get(name, []))
+            for name in {*self.meant, *adds}
+        )
 
     def resolved(self, original: cst.CSTNode, fixed: cst.CSTNode, scope: Scope | None, adds: str | None) -> cst.CSTNode:
         """`fixed`, the replacement a rule's fix made for `original`, with each module name it introduced written so
@@ -121,7 +134,10 @@ def with_imports(text: str, imports: set[tuple[str, str | None]]) -> tuple[str, 
         at = len(lines)
     if 0 < at <= len(lines) and not lines[at - 1].endswith(("\n", "\r")):
         lines[at - 1] += newline
-    added = [f"import {module} as {alias}" if alias else f"import {module}" for module, alias in sorted(imports)]
+    added = [
+        f"import {module} as {alias}" if alias else f"import {module}"
+        for module, alias in sorted(imports, key=lambda pair: (pair[0], pair[1] or ""))
+    ]
     # A blank line sets the imports apart from code right below them, as isort would.
     apart = [newline] if at < len(lines) and lines[at].strip() else []
     lines[at:at] = [line + newline for line in added] + apart
@@ -162,30 +178,34 @@ def _import_bindings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str |
 def _module_level_bindings(statement: ast.stmt) -> list[tuple[str, str | None]]:
     """The module-level names a statement binds, with the module for an import and None for anything else; the names
     inside a function, class or lambda body are theirs, and a comprehension's are counted, to err on the safe side."""
-    if isinstance(statement, ast.Import | ast.ImportFrom):
-        return _import_bindings(statement)
     found: list[tuple[str, str | None]] = []
     pending: list[ast.AST] = [statement]
     while pending:
         node = pending.pop()
+        found += _bindings(node)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            found.append((node.name, None))
             pending += [*node.decorator_list, *getattr(node, "bases", []), *getattr(node, "keywords", [])]
-            continue
-        if isinstance(node, ast.Lambda):
-            continue
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            found += _import_bindings(node)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            found.append((node.id, None))
-        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
-            found.append((node.name, None))
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            found.append((node.rest, None))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            found.append((node.target.id, None))
-        pending += ast.iter_child_nodes(node)
+        elif not isinstance(node, ast.Lambda):
+            pending += ast.iter_child_nodes(node)
     return found
+
+
+def _bindings(node: ast.AST) -> list[tuple[str, str | None]]:
+    """The names one node binds in the scope it is in (not counting its children), each with the module for an import
+    and None for anything else."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return _import_bindings(node)
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [(node.name, None)]
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [(node.id, None)]
+    if isinstance(node, ast.arg):
+        return [(node.arg, None)]
+    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+        return [(node.name, None)]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [(node.rest, None)]
+    return []
 
 
 def _cst_import_binding(node: cst.CSTNode, name: str) -> str | None:
