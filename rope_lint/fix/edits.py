@@ -16,6 +16,7 @@ from pathlib import Path
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import map_files, read
 from rope_lint.fix.apply import UnsafeResultError, apply_fixes
+from rope_lint.rules.analysis.context import physical_lines
 
 
 class Replacement(namedtuple("Replacement", ("offset", "length", "text"))):
@@ -50,12 +51,12 @@ def _file_edits(path: Path, by_path: dict[str, list[Diagnostic]]) -> list[list[R
     source = read(path)
     if isinstance(source, Diagnostic):
         return [[] for _ in findings]
-    before = source.text.splitlines(keepends=True)
+    before = physical_lines(source.text)
     offsets = [0, *itertools.accumulate(len(line) for line in before)]
     results = []
     for diagnostic in findings:
         try:
-            after = apply_fixes(source.text, [diagnostic]).text.splitlines(keepends=True)
+            after = physical_lines(apply_fixes(source.text, [diagnostic]).text)
         except UnsafeResultError:
             results.append([])
             continue
