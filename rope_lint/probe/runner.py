@@ -8,7 +8,16 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe, find_recipes
+from rope_lint.probe.build import (
+    CannotBuild,
+    Recipe,
+    Tables,
+    call_forward,
+    construct,
+    describe,
+    find_recipes,
+    replay,
+)
 from rope_lint.probe.discover import discover, qualified_name, quiet_model_code
 from rope_lint.probe.memory import SMALL_POSITIONS, OverBudget, allocations, extrapolate
 from rope_lint.probe.reference import reference_for
@@ -71,7 +80,9 @@ def recipes_within_budget(
         allocated = []
         for size in SMALL_POSITIONS:
             try:
-                allocated.append(allocations(functools.partial(find_recipes, cls, size), budget)[1])
+                found = allocations(functools.partial(find_recipes, cls, size), budget)[0]
+                # The estimate is of the recipes found, replayed: the tries that found them differ from size to size.
+                allocated.append(allocations(functools.partial(replay, found), budget)[1])
             except OverBudget:
                 raise CannotBuild(f"allocated {over} already at {size} positions") from None
         estimate = extrapolate(*allocated, positions)

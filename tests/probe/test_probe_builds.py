@@ -1,0 +1,81 @@
+"""What the probe builds beyond cos/sin-returning classes (fixtures/probe/rotating_classes.py): modules that rotate q
+and k, a module that returns its input, a 2-D vision RoPE that reads a feature map, and a relative encoding. One
+probe run, in a fresh process, serves every test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+TRIGGERS = ["fp32", "zero-init-bf16", "to-bf16"]
+
+
+@pytest.fixture(scope="module")
+def report(probe_cli, probe_fixtures) -> dict[str, Any]:
+    run = probe_cli(
+        str(probe_fixtures / "rotating_classes.py"),
+        "--trigger",
+        ",".join(TRIGGERS),
+        "--allow-unmeasured",
+        "--output-format",
+        "json",
+    )
+    assert run.returncode == 1, run.stderr[-3000:]  # the cached tables exceed the threshold under zero.Init
+    return run.json()
+
+
+def entry(report: dict[str, Any], name: str) -> dict[str, Any]:
+    [found] = [item for item in report["classes"] if item["class"].endswith("." + name)]
+    return found
+
+
+def statuses(report: dict[str, Any], name: str) -> dict[str, str]:
+    return {trigger: result["status"] for trigger, result in entry(report, name)["triggers"].items()}
+
+
+def test_a_module_that_rotates_q_and_k_with_bf16_tables_is_flagged_under_zero_init(report):
+    rotating = entry(report, "CachedRotatingEmbedding")
+    assert rotating["measured"] is True, rotating["reason"]
+    assert rotating["dim"] == 128
+    assert statuses(report, "CachedRotatingEmbedding") == {
+        "fp32": "clean",
+        "zero-init-bf16": "exceeds",
+        "to-bf16": "clean",
+    }
+    zero_init = rotating["triggers"]["zero-init-bf16"]
+    # The angles read back from the rotated unit pairs: bf16 holds every integer up to 256, and no further.
+    assert zero_init["first_wrong_position"] == 257
+    assert zero_init["cos_max_abs_error"] > 1.0
+    assert rotating["triggers"]["fp32"]["cos_max_abs_error"] < 1e-3
+
+
+def test_a_module_that_rotates_with_fp32_tables_is_clean(report):
+    rotating = entry(report, "Float32RotatingEmbedding")
+    assert rotating["status"] == "clean", rotating
+    assert statuses(report, "Float32RotatingEmbedding") == dict.fromkeys(TRIGGERS, "clean")
+    # Clean means the final rounding of the rotated values to bf16 at most.
+    assert max(result["cos_max_abs_error"] for result in rotating["triggers"].values()) < 2.5e-3
+
+
+def test_a_module_that_returns_its_input_is_never_read_as_a_table(report):
+    idle = entry(report, "IdleRotaryEmbedding")
+    assert idle["measured"] is False
+    assert idle["status"] == "unbuilt"
+    assert "returns the input unrotated" in idle["reason"]
+
+
+def test_a_vision_rope_is_measured_on_a_feature_map_of_one_row_of_n_patches(report):
+    grid = entry(report, "PatchGridRotaryEmbedding")
+    assert grid["measured"] is True, grid["reason"]
+    assert grid["positions"] == report["positions"]
+    assert grid["triggers"]["fp32"]["status"] == "clean"
+    # Its inv_freq is a buffer: .to(bfloat16) rounds it, and the column angles of far patches drift.
+    assert grid["triggers"]["to-bf16"]["status"] == "exceeds"
+
+
+def test_a_relative_encoding_is_measured_over_its_offsets(report):
+    relative = entry(report, "RelativeSinusoidEncoding")
+    assert relative["measured"] is True, relative["reason"]
+    assert relative["triggers"]["fp32"]["status"] == "clean"
+    assert relative["triggers"]["to-bf16"]["status"] == "exceeds"
