@@ -71,9 +71,8 @@ class Discovery:
         named = rotary_classes_of(module)
         for cls in named:
             self.add_class(cls, FOUND_BY_NAME)
-        for cls in computed_rotary_classes_of(module):
-            if cls not in named:
-                self.add_class(cls, FOUND_BY_COMPUTATION)
+        for cls in computed_rotary_classes_of(module, skip=named):
+            self.add_class(cls, FOUND_BY_COMPUTATION)
 
 
 def qualified_name(cls: type) -> str:
@@ -95,10 +94,13 @@ def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
             yield from _code_objects(constant)
 
 
-def _function_code(member: object) -> types.CodeType | None:
+def _function_of(member: object) -> object:
     member = getattr(member, "__func__", member)  # staticmethod, classmethod
-    member = getattr(member, "fget", member)  # property
-    return getattr(member, "__code__", None)
+    return getattr(member, "fget", member)  # property
+
+
+def _function_code(member: object) -> types.CodeType | None:
+    return getattr(_function_of(member), "__code__", None)
 
 
 def _is_self(instruction: dis.Instruction, self_name: str) -> bool:
@@ -208,8 +210,9 @@ def _resolve_at_run_time(callee: ast.expr, scope: object) -> computation.Resolve
     value = scope[callee.id]
     for name in names:
         value = inspect.getattr_static(value, name, None)
-    value = inspect.unwrap(value) if isinstance(value, types.FunctionType) else None
-    if value is None or _top_package(value.__module__ or "") != _top_package(scope.get("__name__", "")):
+    value = inspect.unwrap(value) if callable(value) else None  # through decorators such as a cache
+    same_package = _top_package(getattr(value, "__module__", None) or "") == _top_package(scope.get("__name__", ""))
+    if not (isinstance(value, types.FunctionType) and same_package):
         return None
     definitions = _definitions(value.__code__.co_filename)
     function = definitions.functions.get(value.__code__.co_firstlineno) if definitions else None
@@ -219,36 +222,68 @@ def _resolve_at_run_time(callee: ast.expr, scope: object) -> computation.Resolve
 _RUN_TIME_COMPUTATION = computation.RotaryComputation(_resolve_at_run_time)
 
 
+# The functions whose call a table's computation needs (`torch.polar`, `torch.exp(1j * ...)`, cos, sin): a class
+# whose code and helpers name none of them computes no table, and its source is not read.
+_TABLE_FUNCTIONS = frozenset({"cos", "sin", "polar", "exp"})
+
+
 @functools.cache
-def _own_facts(klass: type) -> tuple[bool, bool]:
-    """(whether the class's own methods compute rotary tables, whether its `__init__` builds layers), from its
-    source; cached per class, like the tables it stores."""
-    module = sys.modules.get(klass.__module__)
-    filename = getattr(module, "__file__", None)
+def _names_table_math(function: types.FunctionType, depth: int = computation.DEPTH) -> bool:
+    """Whether the function's code, or a function of its module that it names, names a table function."""
+    for code in _code_objects(function.__code__):
+        if not _TABLE_FUNCTIONS.isdisjoint(code.co_names):
+            return True
+        called = (function.__globals__.get(name) for name in code.co_names) if depth else ()
+        if any(_names_table_math_of(value, depth - 1) for value in called):
+            return True
+    return False
+
+
+@functools.cache
+def _class_names_table_math(klass: type) -> bool:
+    return any(map(_names_table_math_of, map(_function_of, vars(klass).values())))
+
+
+def _names_table_math_of(value: object, depth: int = computation.DEPTH) -> bool:
+    value = inspect.unwrap(value) if callable(value) else value  # through decorators such as a cache
+    return isinstance(value, types.FunctionType) and _names_table_math(value, depth)
+
+
+@functools.cache
+def _class_node(klass: type) -> ast.ClassDef | None:
+    filename = getattr(sys.modules.get(klass.__module__), "__file__", None)
     definitions = _definitions(filename) if filename else None
-    node = definitions.classes.get(klass.__qualname__) if definitions else None
-    if node is None:
-        return False, False
-    computes = _RUN_TIME_COMPUTATION.computes_tables(node, vars(module))
-    return computes, computation.builds_layers(node)
+    return definitions.classes.get(klass.__qualname__) if definitions else None
+
+
+@functools.cache
+def _computes_tables(klass: type) -> bool:
+    # Cached per class, like the tables it stores: shared bases are read once.
+    node = _class_node(klass)
+    return node is not None and _RUN_TIME_COMPUTATION.computes_tables(node, vars(sys.modules[klass.__module__]))
 
 
 def computes_rotary_tables(cls: type) -> bool:
     """Whether the class (or a base, whose methods it runs) computes the cos/sin or complex exponential of
     positions times frequencies, and builds no layers: a module that provides tables, whatever its names."""
-    facts = [_own_facts(klass) for klass in cls.__mro__ if not klass.__module__.startswith(("torch.", "builtins"))]
-    return any(computes for computes, _ in facts) and not any(layers for _, layers in facts)
+    own = [klass for klass in cls.__mro__ if not klass.__module__.startswith(("torch.", "builtins"))]
+    # Cheapest first: only a class that names table math is read, and only a class that computes tables has the
+    # source of its other classes read for layers.
+    if not any(_computes_tables(klass) for klass in own if _class_names_table_math(klass)):
+        return False
+    return not any(node is not None and computation.builds_layers(node) for node in map(_class_node, own))
 
 
-def computed_rotary_classes_of(module: types.ModuleType) -> list[type[nn.Module]]:
-    """The `nn.Module` subclasses that the module defines and that compute rotary tables (see
-    `computes_rotary_tables`)."""
+def computed_rotary_classes_of(module: types.ModuleType, skip: Sequence[type] = ()) -> list[type[nn.Module]]:
+    """The `nn.Module` subclasses that the module defines, other than those in `skip`, and that compute rotary
+    tables (see `computes_rotary_tables`)."""
     return [
         value
         for value in vars(module).values()
         if isinstance(value, type)
         and issubclass(value, nn.Module)
         and value.__module__ == module.__name__
+        and value not in skip
         and computes_rotary_tables(value)
     ]
 

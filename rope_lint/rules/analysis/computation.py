@@ -14,7 +14,10 @@ The values are followed through each function by a small forward data flow, with
 - `FREQUENCY`: derives from a power or an exponential (`base ** e`, `exp`, `pow`), which is how frequencies are
   made;
 - `HELD`: read from the module (`self.x`), which holds frequencies under any name;
-- `ANGLE`: derives from a product of positions with frequencies.
+- `ANGLE`: derives from a product of positions with frequencies;
+- `TABLE`: derives from the cos/sin or complex exponential of an angle.
+A class computes tables when one of its methods returns a `TABLE` or keeps one on the module: a model's weight
+initialiser that writes a sinusoidal table into another module's weight does not.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ ARGUMENT = "argument"
 FREQUENCY = "frequency"
 HELD = "held"
 ANGLE = "angle"
+TABLE = "table"
 Facts = frozenset
 
+# How deep calls are followed: a class, its methods, their helpers and the helpers' helpers.
+DEPTH = 3
 _ENUMERATION_CALLS = frozenset({"arange", "linspace"})
 _FREQUENCY_CALLS = frozenset({"exp", "exp2", "pow", "float_power", "logspace", "linspace"})
 _PRODUCT_CALLS = frozenset({"outer", "ger", "einsum", "matmul", "mm", "bmm", "mul", "multiply"})
@@ -88,14 +94,14 @@ class RotaryComputation:
     A function's facts are computed once and kept, so a helper called by many classes is read once.
     """
 
-    def __init__(self, resolve: Resolver = _no_resolver, depth: int = 3) -> None:
+    def __init__(self, resolve: Resolver = _no_resolver, depth: int = DEPTH) -> None:
         self._resolve = resolve
         self._depth = depth
         self._functions: dict[int, tuple[bool, Facts]] = {}
 
     def computes_tables(self, cls: ast.ClassDef, scope: object = None) -> bool:
-        """Whether a method of `cls`, or a function one calls, takes the cos/sin or complex exponential of a
-        product of positions with frequencies."""
+        """Whether a method of `cls` returns or keeps on the module the cos/sin or complex exponential of a product
+        of positions with frequencies, computed by itself or by the functions it calls."""
         methods = {node.name: node for node in cls.body if isinstance(node, FunctionNode)}
         held: dict[str, Facts] = {}
         # Twice, so that a table stored by a method is known to the methods read before it.
@@ -107,7 +113,7 @@ class RotaryComputation:
         return found
 
     def function_facts(self, function: FunctionNode, scope: object, depth: int) -> tuple[bool, Facts]:
-        """(whether the function computes a table, the facts of what it returns) for a function outside a class."""
+        """(whether the function returns a table, the facts of what it returns) for a function outside a class."""
         key = id(function)
         if key not in self._functions:
             self._functions[key] = (False, Facts())  # a recursive call sees no table
@@ -180,6 +186,7 @@ class _Flow:
             self._bind(node.target, self.facts(node.iter))
         elif isinstance(node, ast.Return) and node.value is not None:
             self.returned |= self.facts(node.value)
+            self.computes |= TABLE in self.returned
         elif isinstance(node, ast.Expr):
             self.facts(node.value)
         for field in ("test", "items", "subject"):  # conditions and `with` items may compute too
@@ -206,6 +213,7 @@ class _Flow:
 
     def _hold(self, name: str, facts: Facts) -> None:
         self.held[name] = self.held.get(name, Facts()) | facts
+        self.computes |= TABLE in facts
 
     def facts(self, node: ast.expr) -> Facts:
         """The facts of an expression's value, noting a table computed on the way."""
@@ -252,7 +260,7 @@ class _Flow:
         if name in _PRODUCT_CALLS and _is_angle_product([receiver, *arguments] if receiver else arguments):
             facts |= {ANGLE}
         if ANGLE in facts and (name in _TRIGONOMETRIC_CALLS or (name in _COMPLEX_EXPONENTIAL_CALLS and _complex(call))):
-            self.computes = True
+            facts |= {TABLE}
         if name in _BUFFER_STORES and is_self_attribute(call.func) and len(call.args) > 1:
             stored = call.args[0]
             key = stored.value if isinstance(stored, ast.Constant) and isinstance(stored.value, str) else _ANY_ATTRIBUTE
@@ -262,22 +270,20 @@ class _Flow:
         return facts | self._callee(call, name)
 
     def _callee(self, call: ast.Call, name: str | None) -> Facts:
-        """What a call of a method of the class or of a function the reader resolves returns, noting a table it
-        computes."""
+        """What a call of a method of the class or of a function the reader resolves returns; a method that keeps
+        a table on the module counts for the class."""
         if self.depth <= 0:
             return Facts()
         if is_self_attribute(call.func) and name in self.methods:
             method = self.methods[name]
             flow = _Flow(self.computation, self.scope, self.held, {}, self.depth - 1, first_is_activation=False)
             flow.caller = self
-            computes, returned = flow.run(method, call)
-        else:
-            resolved = self.computation.resolve(call.func, self.scope)
-            if resolved is None:
-                return Facts()
-            computes, returned = self.computation.function_facts(*resolved, self.depth - 1)
-        self.computes |= computes
-        return returned - {ARGUMENT}
+            self.computes |= flow.run(method, call)[0]
+            return flow.returned - {ARGUMENT}
+        resolved = self.computation.resolve(call.func, self.scope)
+        if resolved is None:
+            return Facts()
+        return self.computation.function_facts(*resolved, self.depth - 1)[1] - {ARGUMENT}
 
 
 def _complex(call: ast.Call) -> bool:
@@ -290,14 +296,25 @@ def _as_list(value: object) -> list:
 
 
 def builds_layers(cls: ast.ClassDef) -> bool:
-    """Whether the class's `__init__` builds submodules (`self.proj = nn.Linear(...)`): a model or a layer that uses
-    tables, not a module that provides them. A class is instantiated by its capitalised name; `nn.Parameter` and
-    `nn.Buffer` hold tensors, not layers."""
+    """Whether the class's `__init__` builds submodules (`self.proj = nn.Linear(...)`,
+    `self.encoder = Encoder._from_config(...)`): a model or a layer that uses tables, not a module that provides
+    them. A class is called by its capitalised name; `nn.Parameter` and `nn.Buffer` hold tensors, not layers."""
     init = next((node for node in cls.body if isinstance(node, FunctionNode) and node.name == "__init__"), None)
-    for node in ast.walk(init) if init is not None else ():
-        if isinstance(node, ast.Assign) and any(is_self_attribute(target) for target in node.targets):
-            value = node.value
-            name = _called_name(value) if isinstance(value, ast.Call) else None
-            if name and name[0].isupper() and name not in _TENSOR_HOLDERS:
-                return True
-    return False
+    stores = [
+        node.value
+        for node in (ast.walk(init) if init is not None else ())
+        if isinstance(node, ast.Assign) and any(is_self_attribute(target) for target in node.targets)
+    ]
+    return any(_builds_layer(call) for value in stores for call in ast.walk(value) if isinstance(call, ast.Call))
+
+
+def _builds_layer(call: ast.Call) -> bool:
+    names = []
+    callee = call.func
+    while isinstance(callee, ast.Attribute):
+        names.append(callee.attr)
+        callee = callee.value
+    if isinstance(callee, ast.Name):
+        names.append(callee.id)
+    # The callee's own name or the class it is a method of (`Encoder._from_config`) is capitalised.
+    return any(name[:1].isupper() and name not in _TENSOR_HOLDERS for name in names[:2])
