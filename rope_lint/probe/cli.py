@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BUDGET,
         metavar="SIZE",
         help="the most the tensors of one class's build and forward may take, such as 2GB, 512MB or bytes "
-        f"(default: {format_size(DEFAULT_BUDGET)}); estimated from runs at 64 and 128 positions before the full "
+        f"(default: {format_size(DEFAULT_BUDGET)}); estimated from runs at 128 and 256 positions before the full "
         "size runs, and a class over it is unbuilt",
     )
     parser.add_argument(

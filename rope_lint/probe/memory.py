@@ -7,8 +7,13 @@ in-place results create none). The estimate is conservative twice over:
 - it is the sum of all those storages, as if none were ever freed, where the real peak counts only those alive at
   once;
 - each op's size is extrapolated from two small sizes by its own growth: an op whose output grew 4x when the
-  positions doubled grows as positions squared. An op seen only at the larger size is assumed to grow as fast as
-  the fastest one, and at least quadratically.
+  positions doubled grows as positions squared, and one whose output stayed the same is a constant.
+
+Per-op growth needs the same ops at both sizes. Where a class takes another path at 128 positions than at 256 (an
+attempt that fails at one size only, a feature map that is square at one size only), 512 is tried as well; where the
+ops still differ, the total is extrapolated by its own growth between the two largest sizes, taken as at least
+linear and at most quadratic (the pairwise positions of relative encodings, the fastest growth a rotary class has a
+reason for).
 
 Memory that torch does not allocate (numpy, Python objects) is not counted; the probe's process itself (Python and
 torch, about 300 MB) is outside the budget.
@@ -28,12 +33,12 @@ from torch.utils._pytree import tree_flatten
 
 from rope_lint.probe.sizes import format_size
 
-# The two sizes the estimate is made from: small enough to be cheap for any class, apart enough to tell a linear
-# from a quadratic growth.
-SMALL_POSITIONS = (64, 128)
-# An op seen only at the larger size grows at least like the pairwise (positions x positions) tensors of relative
-# encodings, the fastest growth a rotary class has a reason for.
-UNPAIRED_GROWTH = 2.0
+# The sizes the estimate is made from, the third only where the first two take different paths: small enough to be
+# cheap for any class, apart enough to tell a linear from a quadratic growth. At 64, some classes fail an attempt
+# that they pass at 128 and above.
+SMALL_POSITIONS = (128, 256, 512)
+# Bounds of a total's growth when its ops differ between sizes (see the module's docstring).
+TOTAL_GROWTH = (1.0, 2.0)
 
 Result = TypeVar("Result")
 
@@ -87,25 +92,32 @@ def allocations(run: Callable[[], Result], limit: int) -> tuple[Result, dict[tup
     return result, mode.sizes
 
 
+Allocations = dict[tuple[str, int], int]  # bytes by (op, how many times that op ran before)
+
+
 @dataclass(frozen=True)
 class Estimate:
     size: float  # bytes at the full number of positions
-    small_sizes: tuple[int, int]  # the summed allocations at SMALL_POSITIONS
+    measured: tuple[tuple[int, int], ...]  # (positions, summed allocations) of the runs it was made from
 
     def describe(self, positions: int) -> str:
-        (small, larger), (small_total, larger_total) = SMALL_POSITIONS, self.small_sizes
-        return (
-            f"would allocate about {format_size(self.size)} at {positions} positions (estimated from "
-            f"{format_size(small_total)} at {small} and {format_size(larger_total)} at {larger})"
-        )
+        runs = " and ".join(f"{format_size(total)} at {size}" for size, total in self.measured)
+        return f"would allocate about {format_size(self.size)} at {positions} positions (estimated from {runs})"
 
 
-def extrapolate(small: dict[tuple[str, int], int], larger: dict[tuple[str, int], int], positions: int) -> Estimate:
-    """The sum of every op's allocation at `positions`, each grown at its own rate (see the module's docstring)."""
-    small_positions, larger_positions = SMALL_POSITIONS
-    step = math.log(larger_positions / small_positions)
-    growths = {key: max(0.0, math.log(size / small[key]) / step) for key, size in larger.items() if small.get(key)}
-    fastest = max([UNPAIRED_GROWTH, *growths.values()])
-    scale = positions / larger_positions
-    size = sum(nbytes * scale ** growths.get(key, fastest) for key, nbytes in larger.items())
-    return Estimate(size, (sum(small.values()), sum(larger.values())))
+def same_ops(smaller: Allocations, larger: Allocations) -> bool:
+    return smaller.keys() == larger.keys()
+
+
+def extrapolate(smaller: tuple[int, Allocations], larger: tuple[int, Allocations], positions: int) -> Estimate:
+    """The allocations at `positions`, from those of two runs at (positions, allocations) (see the module's
+    docstring): every op grown at its own rate where the two ran the same ops, else their total at its rate."""
+    (small_size, small), (large_size, large) = smaller, larger
+    step, scale = math.log(large_size / small_size), positions / large_size
+    if same_ops(small, large):
+        size = sum(nbytes * scale ** max(0.0, math.log(nbytes / small[key]) / step) for key, nbytes in large.items())
+    else:
+        small_total, large_total = sum(small.values()), sum(large.values())
+        growth = math.log(large_total / small_total) / step if small_total and large_total else TOTAL_GROWTH[1]
+        size = large_total * scale ** min(max(growth, TOTAL_GROWTH[0]), TOTAL_GROWTH[1])
+    return Estimate(size, ((small_size, sum(small.values())), (large_size, sum(large.values()))))

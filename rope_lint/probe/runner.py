@@ -19,7 +19,7 @@ from rope_lint.probe.build import (
     replay,
 )
 from rope_lint.probe.discover import discover, qualified_name, quiet_model_code
-from rope_lint.probe.memory import SMALL_POSITIONS, OverBudget, allocations, extrapolate
+from rope_lint.probe.memory import SMALL_POSITIONS, Allocations, OverBudget, allocations, extrapolate, same_ops
 from rope_lint.probe.reference import reference_for
 from rope_lint.probe.report import CLEAN, ERROR, EXCEEDS, UNAVAILABLE, ClassResult, ProbeReport, TriggerResult, measure
 from rope_lint.probe.sizes import DEFAULT_BUDGET, format_size
@@ -71,21 +71,24 @@ def _probe_recipe(
 def recipes_within_budget(
     cls: type[nn.Module], positions: int, budget: int
 ) -> list[tuple[Recipe, Tables] | CannotBuild]:
-    """find_recipes at full size, once runs at small sizes estimate that it fits in `budget` bytes; CannotBuild
-    with the estimate when it does not. A class that cannot be built at the small sizes is not tried at full size,
-    where nothing would bound what it takes: their error is its reason. The full-size run still stops once its
-    allocations add up past the budget, for a class that outgrows its estimate."""
+    """find_recipes at full size, once runs at small sizes estimate that it fits in `budget` bytes (see memory's
+    docstring); CannotBuild with the estimate when it does not. A class that cannot be built at a small size is not
+    tried at full size, where nothing would bound what it takes: that error is its reason. The full-size run still
+    stops once its allocations add up past the budget, for a class that outgrows its estimate. At 256 positions or
+    fewer there is nothing smaller to estimate from, and the guarded run is all."""
     over = f"over the --max-memory budget of {format_size(budget)}"
-    if positions > SMALL_POSITIONS[-1]:
-        allocated = []
-        for size in SMALL_POSITIONS:
-            try:
-                found = allocations(functools.partial(find_recipes, cls, size), budget)[0]
-                # The estimate is of the recipes found, replayed: the tries that found them differ from size to size.
-                allocated.append(allocations(functools.partial(replay, found), budget)[1])
-            except OverBudget:
-                raise CannotBuild(f"allocated {over} already at {size} positions") from None
-        estimate = extrapolate(*allocated, positions)
+    runs: list[tuple[int, Allocations]] = []
+    for size in SMALL_POSITIONS:
+        if size >= positions or (len(runs) >= 2 and same_ops(runs[-2][1], runs[-1][1])):
+            break
+        try:
+            found = allocations(functools.partial(find_recipes, cls, size), budget)[0]
+            # The estimate is of the recipes found, replayed: the tries that found them differ from size to size.
+            runs.append((size, allocations(functools.partial(replay, found), budget)[1]))
+        except OverBudget:
+            raise CannotBuild(f"allocated {over} already at {size} positions") from None
+    if len(runs) >= 2:
+        estimate = extrapolate(runs[-2], runs[-1], positions)
         if estimate.size > budget:
             raise CannotBuild(f"{estimate.describe(positions)}, {over}: not run at full size")
     try:
