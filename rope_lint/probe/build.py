@@ -474,7 +474,8 @@ def call_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtyp
 
 
 def construct(recipe: Recipe) -> nn.Module:
-    return recipe.cls(**recipe.init_kwargs)
+    """The module in eval mode, as inference runs it: a vision RoPE jitters its patch coordinates in training."""
+    return recipe.cls(**recipe.init_kwargs).eval()
 
 
 def _read_call(module: nn.Module, recipe: Recipe) -> tuple[Recipe, Tables]:

@@ -104,9 +104,11 @@ def rotated_tables(output: Any, given: torch.Tensor, layout: str, positions: int
 
 def _row_axis(table: torch.Tensor, positions: int) -> int:
     """The axis of the positions: the first of length N, else the first of length 2N-1 (a relative encoding's
-    offsets N-1..-(N-1), whose rows are all measured)."""
+    offsets N-1..-(N-1), whose rows are all measured). Never the last axis of a table of several: that is the
+    frequencies', whatever its length."""
+    axes = table.shape[:-1] if table.dim() > 1 else table.shape
     for length in (positions, 2 * positions - 1):
-        axis = next((index for index, size in enumerate(table.shape) if size == length), None)
+        axis = next((index for index, size in enumerate(axes) if size == length), None)
         if axis is not None:
             return axis
     raise CannotBuild(f"forward returned shape {tuple(table.shape)}, with no axis of {positions} positions")
@@ -119,13 +121,16 @@ def _on_rows(table: torch.Tensor, positions: int) -> torch.Tensor:
         raise CannotBuild("complex table where a real one was expected")
     axis = _row_axis(table, positions)
     rows = table.shape[axis]
+    if table.numel() == rows:
+        # One value per position (an element-wise product that happened to broadcast), not positions x frequencies.
+        raise CannotBuild(f"forward returned shape {tuple(table.shape)}, one value per position")
     return table.movedim(axis, 0).reshape(rows, -1).to(device="cpu", dtype=torch.float64)
 
 
 def _single_table(output: torch.Tensor, positions: int) -> Tables:
     """One real tensor: [cos; sin] halves along an axis of 2N, sinusoid values, or angles."""
     doubled = next((index for index, size in enumerate(output.shape) if size == 2 * positions), None)
-    if doubled is not None and positions not in output.shape:
+    if doubled is not None and (positions not in output.shape or output.shape.index(positions) > doubled):
         cos, sin = output.movedim(doubled, 0).chunk(2)
         return Tables(_on_rows(cos, positions), _on_rows(sin, positions))
     rows = _on_rows(output, positions)

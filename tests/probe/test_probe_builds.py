@@ -48,12 +48,16 @@ def test_a_module_that_rotates_q_and_k_with_bf16_tables_is_flagged_under_zero_in
     assert zero_init["first_wrong_position"] == 257
     assert zero_init["cos_max_abs_error"] > 1.0
     assert rotating["triggers"]["fp32"]["cos_max_abs_error"] < 1e-3
+    # What was read is RoPE itself, in the rotate_half layout: the textbook RoPE of its dim and base agrees.
+    assert rotating["textbook"] == "agrees"
 
 
 def test_a_module_that_rotates_with_fp32_tables_is_clean(report):
     rotating = entry(report, "Float32RotatingEmbedding")
     assert rotating["status"] == "clean", rotating
     assert statuses(report, "Float32RotatingEmbedding") == dict.fromkeys(TRIGGERS, "clean")
+    # The angles were read back, in the interleaved layout, not a zero input's zeros: the textbook RoPE agrees.
+    assert rotating["textbook"] == "agrees"
     # Clean means the final rounding of the rotated values to bf16 at most.
     assert max(result["cos_max_abs_error"] for result in rotating["triggers"].values()) < 2.5e-3
 
