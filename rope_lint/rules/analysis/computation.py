@@ -253,6 +253,11 @@ class _Flow:
         if name in _SHAPE_READS:
             return Facts()
         facts = receiver.union(*arguments)
+        owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if isinstance(owner, ast.Name) and owner.id in self.names and arguments:
+            # `tables.append(t)`, `table.copy_(t)`: a local's method may keep what it is given (a module such as
+            # `torch` is no local).
+            self._bind(owner, Facts().union(*arguments))
         if name in _ENUMERATION_CALLS:
             facts |= {ENUMERATION}
         if name in _FREQUENCY_CALLS:
