@@ -109,7 +109,7 @@ def outcomes(text: str, count: int) -> list[Any]:
     return found
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_fixed_programs_compile_leave_no_fix_and_compute_the_same(program: tuple[str, int]) -> None:
     source, count = program

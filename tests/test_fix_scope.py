@@ -157,3 +157,15 @@ def test_every_fixable_finding_of_a_fixture_is_gone_after_one_fix(name: str) -> 
     found = fixable(check_source(name, source, ALL_RULES), unsafe=True)
     fixed = apply_fixes(source, found).text
     assert not fixable(check_source(name, fixed, ALL_RULES), unsafe=True)
+
+
+def test_a_fix_without_scopes_does_not_keep_the_next_file_from_resolving_them() -> None:
+    """A file that needs no scopes fixed first, in the same process, then one that does: both are fixed."""
+    for original, shadowed in [
+        ("import torch\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n", False),
+        ("import torch\n\n\ndef f(a, b, torch=None):\n    return (a.exp() + b.exp()).log()\n", True),
+    ]:
+        found = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
+        text = apply_fixes(original, found).text
+        assert ("_torch.logaddexp" in text) is shadowed, text
+        assert_same(results(original), results(text))

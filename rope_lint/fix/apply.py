@@ -315,7 +315,7 @@ def _fix_chunk(
 _STATEMENT_BLOCKS = (cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.SimpleStatementSuite)
 
 
-class _FixTransformer(cst.CSTTransformer):
+class _Fixes(cst.CSTTransformer):
     """Calls each finding's rule on the node at the finding's range.
 
     That node is an expression, or else a run of statements of one block: a range from the start of one statement
@@ -323,8 +323,6 @@ class _FixTransformer(cst.CSTTransformer):
     statements on one line. The rule's `fix` then receives the block cut down to that run (`block.with_changes(body=
     run)`) and returns it with the statements that replace the run in its body; nothing else of it is used.
     """
-
-    METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, pending: dict[Range, list[Diagnostic]], names: ModuleNames) -> None:
         super().__init__()
@@ -374,9 +372,15 @@ class _FixTransformer(cst.CSTTransformer):
         return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import)
 
 
-class _ScopedFixTransformer(_FixTransformer):
-    """A `_FixTransformer` that resolves the module names a fix writes in the scope of its node: for a file where a
-    function, class, lambda or comprehension binds such a name."""
+# Two classes, neither a subclass of the other: LibCST caches a class's metadata dependencies in a class attribute,
+# which a subclass would inherit.
+class _FixTransformer(_Fixes):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+
+class _ScopedFixTransformer(_Fixes):
+    """Also resolves the module names a fix writes in the scope of its node: for a file where a function, class,
+    lambda or comprehension binds such a name."""
 
     METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider)
 
