@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from rope_lint.probe.build import Tables
-from rope_lint.probe.discover import ImportFailure
+from rope_lint.probe.discover import FOUND_BY_COMPUTATION, FOUND_BY_NAME, ImportFailure
 
 # Statuses of a trigger's result.
 CLEAN = "clean"
@@ -84,6 +84,8 @@ class ClassResult:
     construction: str | None = None  # "old-style" or "config"
     reference: str | None = None  # "float64 build" or "textbook"
     reference_note: str | None = None
+    textbook: str | None = None  # the float64 build against a textbook RoPE (see reference.Reference.textbook)
+    found_by: str | None = None  # "name", "computation" or "target" (see discover.FOUND_BY_*)
     positions: int | None = None
     dim: int | None = None  # width of the cos/sin table
     triggers: list[TriggerResult] = field(default_factory=list)
@@ -143,6 +145,10 @@ class ProbeReport:
         parts = [_count(measured, "class", "classes") + " measured", f"{counts[UNBUILT]} not built"]
         if counts[FAILED]:
             parts.append(f"{counts[FAILED]} failed under a trigger")
+        found_by = Counter(result.found_by for result in self.classes)
+        if found_by[FOUND_BY_COMPUTATION]:  # what discovery by computation adds to the names
+            by_name, by_computation = found_by[FOUND_BY_NAME], found_by[FOUND_BY_COMPUTATION]
+            parts.append(f"{by_name} found by name, {by_computation} only by computation")
         if self.import_failures:
             parts.append(_count(len(self.import_failures), "module", "modules") + " failed to import")
         exceeding = [result for result in self.classes if result.exceeding_triggers]
@@ -179,6 +185,7 @@ class ProbeReport:
             lines.append(
                 f"  ({result.construction}, N={result.positions}, D={result.dim}, reference: {result.reference}"
                 + (f"; {result.reference_note}" if result.reference_note else "")
+                + (f"; textbook: {result.textbook}" if result.textbook else "")
                 + ")"
             )
             lines.extend(_trigger_row(trigger_result) for trigger_result in result.triggers)
@@ -220,6 +227,8 @@ def _class_json(result: ClassResult) -> dict[str, Any]:
         "construction": result.construction,
         "reference": result.reference,
         "reference_note": result.reference_note,
+        "textbook": result.textbook,
+        "found_by": result.found_by,
         "positions": result.positions,
         "dim": result.dim,
         "triggers": triggers,
