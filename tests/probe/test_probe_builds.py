@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_probe_fixtures import entry, statuses
 
 TRIGGERS = ["fp32", "zero-init-bf16", "to-bf16"]
 
@@ -23,15 +24,6 @@ def report(probe_cli, probe_fixtures) -> dict[str, Any]:
     )
     assert run.returncode == 1, run.stderr[-3000:]  # the cached tables exceed the threshold under zero.Init
     return run.json()
-
-
-def entry(report: dict[str, Any], name: str) -> dict[str, Any]:
-    [found] = [item for item in report["classes"] if item["class"].endswith("." + name)]
-    return found
-
-
-def statuses(report: dict[str, Any], name: str) -> dict[str, str]:
-    return {trigger: result["status"] for trigger, result in entry(report, name)["triggers"].items()}
 
 
 def test_a_module_that_rotates_q_and_k_with_bf16_tables_is_flagged_under_zero_init(report):
