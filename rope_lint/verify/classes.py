@@ -1,11 +1,11 @@
 """A rotary class, original and fixed, built the way the probe builds it and compared.
 
-The probe works out how to build the original class and call its forward (`probe.build.find_recipes`); the fixed
-class is built and called the same way. In fp32 their forward outputs for positions 0..N-1 must agree to within
-`compare.TOLERANCE` (relative), with the same structure, dtypes and shapes, and their `state_dict`s must have the
-same keys and shapes. Then the fixed class runs under each of the probe's conditions: it must build wherever the
-original builds, and its tables must stay within the probe's threshold of the float64 reference wherever the
-original's do.
+The probe works out how to build the original class and call its forward, within its default memory budget
+(`probe.runner.recipes_within_budget`); the fixed class is built and called the same way. In fp32 their forward
+outputs for positions 0..N-1 must agree to within `compare.TOLERANCE` (relative), with the same structure, dtypes and
+shapes, and their `state_dict`s must have the same keys and shapes. Then the fixed class runs under each of the
+probe's conditions: it must build wherever the original builds, and its tables must stay within the probe's threshold
+of the float64 reference wherever the original's do.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import torch
 from torch import nn
 
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
-from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe, find_recipes
+from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe
 from rope_lint.probe.reference import reference_for
 from rope_lint.probe.report import measure
-from rope_lint.probe.runner import tables_under
+from rope_lint.probe.runner import recipes_within_budget, tables_under
+from rope_lint.probe.sizes import DEFAULT_BUDGET
 from rope_lint.probe.triggers import TRIGGERS, Trigger
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference, state_dict_difference
 
@@ -44,7 +45,7 @@ class ClassCheck:
 def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> ClassCheck:
     """Build both classes as the probe builds the original, and compare them (see the module's docstring)."""
     try:
-        recipes = find_recipes(original_cls, POSITIONS)
+        recipes = recipes_within_budget(original_cls, POSITIONS, DEFAULT_BUDGET)
     except Exception as error:  # CannotBuild, or anything the class raised while it was inspected
         return ClassCheck(NOT_BUILT, describe(error))
     built = [entry for entry in recipes if not isinstance(entry, CannotBuild)]
