@@ -128,12 +128,23 @@ def _yarn(
         # The pair index whose frequency makes `rotations` turns over the trained length.
         return dim * math.log(trained / (rotations * 2 * math.pi)) / (2 * math.log(base))
 
-    low = max(math.floor(pair_of_wavelength(float(scaling.get("beta_fast") or 32))), 0)
-    high = min(math.ceil(pair_of_wavelength(float(scaling.get("beta_slow") or 1))), dim - 1)
+    low, high = (
+        pair_of_wavelength(float(scaling.get("beta_fast") or 32)),
+        pair_of_wavelength(float(scaling.get("beta_slow") or 1)),
+    )
+    if scaling.get("truncate", True):  # the paper rounds the band to whole pairs
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / max(high - low, 1e-3)).clamp(0, 1)
     frequencies = inverse_frequencies / factor * ramp + inverse_frequencies * (1 - ramp)
-    magnitude = scaling.get("attention_factor") or (0.1 * math.log(factor) + 1 if factor > 1 else 1.0)
-    return frequencies, float(magnitude)
+
+    def magnitude_of(scale: float) -> float:
+        return 0.1 * scale * math.log(factor) + 1 if factor > 1 else 1.0
+
+    # DeepSeek's variant divides the magnitude at `mscale` by the one at `mscale_all_dim`.
+    mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+    ratio = magnitude_of(mscale) / magnitude_of(mscale_all_dim) if mscale and mscale_all_dim else magnitude_of(1)
+    return frequencies, float(scaling.get("attention_factor") or ratio)
 
 
 def _llama3(inverse_frequencies: torch.Tensor, factor: float, trained: int, scaling: Mapping[str, Any]) -> torch.Tensor:
@@ -194,11 +205,15 @@ def _textbook_like(recipe: Recipe, like: Tables) -> Tables:
     """The textbook table of the class's hyperparameters in the layout of `like` (the class's own tables) that is
     closest to them, or ValueError when its hyperparameters cannot be read or no layout has their shape."""
     scaling = _class_scaling(recipe)
-    base = recipe.base or (scaling or {}).get("rope_theta")
+    base = (scaling or {}).get("rope_theta") or recipe.base  # a layer type's own base first
     if recipe.dim is None or base is None:
         raise ValueError("its dim and base are unknown")
+    dim = recipe.dim
+    if scaling and config_attribute(recipe.init_kwargs["config"], "partial_rotary_factor") is None:
+        # Where the rope parameters, not the config, say which share of the head rotates.
+        dim = int(dim * float(scaling.get("partial_rotary_factor") or 1.0))
     try:
-        textbook = textbook_tables(recipe.dim, float(base), recipe.positions, recipe.linear_scaling, scaling)
+        textbook = textbook_tables(dim, float(base), recipe.positions, recipe.linear_scaling, scaling)
     except KeyError as error:
         raise ValueError(f"its scaling lacks {error}") from error
     except (TypeError, ArithmeticError) as error:  # a factor of the wrong type, a zero length
