@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from rope_lint.probe.build import Recipe, Tables, call_forward, construct, describe
+from rope_lint.probe.build import FEATURE_MAP, Recipe, Tables, call_forward, construct, describe
 from rope_lint.probe.build import _attribute as config_attribute
 from rope_lint.probe.triggers import default_dtype
 
@@ -204,6 +204,8 @@ def _class_scaling(recipe: Recipe) -> dict[str, Any] | None:
 def _textbook_like(recipe: Recipe, like: Tables) -> Tables:
     """The textbook table of the class's hyperparameters in the layout of `like` (the class's own tables) that is
     closest to them, or ValueError when its hyperparameters cannot be read or no layout has their shape."""
+    if recipe.forward_call.x_kind == FEATURE_MAP:
+        raise ValueError("a table over a 2-D grid, and the textbook RoPE is over one axis")
     scaling = _class_scaling(recipe)
     base = (scaling or {}).get("rope_theta") or recipe.base  # a layer type's own base first
     if recipe.dim is None or base is None:
