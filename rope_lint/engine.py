@@ -152,12 +152,26 @@ def check_file_keyed(path: FilePath, settings: Settings) -> tuple[str | None, li
     return content_key(data, settings.ignored_codes(path)), _check_bytes(path, data, settings)
 
 
-def _check_bytes(path: FilePath, data: bytes, settings: Settings) -> list[Diagnostic]:
+def read_triggered(path: FilePath, settings: Settings) -> SourceFile | Diagnostic | None:
+    """The file, decoded, or the finding that says why it cannot be read; None when it holds no rule's trigger, which
+    a check never decodes, so that a fix says of a file what a check says."""
+    data = read_bytes(path)
+    if isinstance(data, Diagnostic):
+        return data
+    return None if _triggered_occurrences(data, settings) is None else decode(path, data)
+
+
+def _triggered_occurrences(data: bytes, settings: Settings) -> candidates.Occurrences | None:
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
     if not settings.may_match(data):
-        return []
+        return None
     occurrences = candidates.Occurrences(candidates.as_parsed(data), screens=settings.screens, groups=settings.groups)
-    if not occurrences.triggered(settings.triggers):
+    return occurrences if occurrences.triggered(settings.triggers) else None
+
+
+def _check_bytes(path: FilePath, data: bytes, settings: Settings) -> list[Diagnostic]:
+    occurrences = _triggered_occurrences(data, settings)
+    if occurrences is None:
         return []
     source = decode(path, data)
     if isinstance(source, Diagnostic):

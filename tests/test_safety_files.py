@@ -232,6 +232,16 @@ def test_a_utf16_coding_cookie_is_the_same_error_for_check_and_fix(tmp_path: Pat
     assert path.read_bytes() == data
 
 
+def test_a_utf16_coding_cookie_without_a_hazard_passes_check_and_fix_alike(tmp_path: Path) -> None:
+    """A check never decodes a file that holds no rule's trigger; nor does a fix, so both pass it."""
+    path = tmp_path / "cookie.py"
+    data = b"# coding: utf-16\nx = 1\n"
+    path.write_bytes(data)
+    assert api.check([str(path)]).findings == []
+    assert api.fix([str(path)]).remaining == []
+    assert path.read_bytes() == data
+
+
 # What a killed run leaves
 
 

@@ -21,7 +21,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeP
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
-from rope_lint.engine import Settings, check_source, read
+from rope_lint.engine import Settings, check_source, read_triggered
 from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import changed_regions, formatted_like_original
 from rope_lint.fix.names import ModuleNames, with_imports
@@ -76,7 +76,9 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
     """Check one file and apply its fixes: written atomically, or shown as a unified diff. With `hold`, nothing is
     written either way: a changed file's fixed text is held in the outcome, for `with_held_fix_written` to write, or
     `without_held_fix` to drop, once it is verified."""
-    source = read(path)
+    source = read_triggered(path, settings)
+    if source is None:
+        return FileFixOutcome(str(path))
     if isinstance(source, Diagnostic):
         return FileFixOutcome(str(path), remaining=[source])
     found = check_source(str(path), source.text, settings)
