@@ -474,8 +474,27 @@ def call_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtyp
 
 
 def construct(recipe: Recipe) -> nn.Module:
-    """The module in eval mode, as inference runs it: a vision RoPE jitters its patch coordinates in training."""
-    return recipe.cls(**recipe.init_kwargs).eval()
+    """The module in eval mode, as inference runs it: a vision RoPE jitters its patch coordinates in training.
+
+    Memory the class leaves uninitialised (`torch.empty`, `nn.Parameter(torch.Tensor(n))`, for a model's init to fill)
+    reads as NaN, not as whatever the allocator held: a class whose output depends on it is reported, the same way on
+    every run, instead of measured on garbage or read as zeros."""
+    with _uninitialised_memory_as_nan():
+        return recipe.cls(**recipe.init_kwargs).eval()
+
+
+@contextlib.contextmanager
+def _uninitialised_memory_as_nan() -> Iterator[None]:
+    enabled, warn_only = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    # Deterministic mode fills new floating storage with NaN; warn_only keeps ops with no deterministic kernel going.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
 
 
 def _read_call(module: nn.Module, recipe: Recipe) -> tuple[Recipe, Tables]:
