@@ -6,7 +6,12 @@ import pytest
 # Test modules import their shared helpers as `helpers`.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from releases import NEW, OLD, AcceptanceRun, acceptance_run
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from helpers import install_transformers, probe
+from releases import NEW, OLD, PROBE_TRIGGERS, AcceptanceRun, acceptance_run
 
 
 # The acceptance command on each pinned transformers release, once per session: several test modules judge it, and
@@ -19,3 +24,16 @@ def old_acceptance(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceRun:
 @pytest.fixture(scope="session")
 def new_acceptance(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceRun:
     return acceptance_run(NEW, tmp_path_factory.mktemp("acceptance-new"))
+
+
+@pytest.fixture(scope="session")
+def unfixed_probe() -> Callable[[str], dict[str, Any]]:
+    """The probe of a release's whole unfixed `transformers` package under PROBE_TRIGGERS, run once per session for
+    each release asked: the whole-tree tests and the probe's tests judge the same report (the newest release's run
+    takes minutes)."""
+
+    @cache
+    def run(version: str) -> dict[str, Any]:
+        return probe("transformers", pythonpath=[install_transformers(version)], triggers=PROBE_TRIGGERS)
+
+    return run

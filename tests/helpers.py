@@ -97,6 +97,24 @@ def run_python(code: str, *args: str, pythonpath: Sequence[Path] = (), stderr: A
     return ProbeRun(result.returncode, result.stdout, result.stderr or "")
 
 
+def probe(*targets: str, pythonpath: Sequence[Path], triggers: str) -> dict[str, Any]:
+    """`rope-lint probe TARGETS --trigger TRIGGERS` in a fresh process, its JSON report; exit 0 or 1 (findings, or a
+    class it could not measure), never a usage or internal error."""
+    code = "import sys\nfrom rope_lint.cli import main\nsys.exit(main(['probe', *sys.argv[1:]]))\n"
+    run = run_python(code, *targets, "--trigger", triggers, "--output-format", "json", pythonpath=pythonpath)
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    return run.json()
+
+
+def exceeding(report: dict[str, Any]) -> dict[str, list[str]]:
+    """The classes over the threshold, with the triggers they exceed under."""
+    return {
+        c["class"]: [name for name, t in c["triggers"].items() if t["status"] == "exceeds"]
+        for c in report["classes"]
+        if c.get("triggers") and any(t["status"] == "exceeds" for t in c["triggers"].values())
+    }
+
+
 def install_release(package: str, version: str) -> Path:
     """package==version and its dependencies, installed once into a folder of their own (never torch, which comes from
     the project's environment). A failed install fails the test: never a skip."""

@@ -17,6 +17,8 @@ OLD, NEW = "4.37.2", "5.24.0"
 # transformers' own formatting settings (its pyproject.toml), which the wheels do not carry.
 TRANSFORMERS_RUFF = "[tool.ruff]\nline-length = 119\n"
 ACCEPTANCE = ("fix", "--unsafe-fixes", "--verify", "--statistics")
+# The triggers of the whole-package probes before and after the fix: the two that the fix answers.
+PROBE_TRIGGERS = "zero-init-bf16,to-bf16"
 # The newest release's run verifies about 400 classes and 120 tiny models: well past helpers' 10 minutes.
 ACCEPTANCE_TIMEOUT_S = 3600
 

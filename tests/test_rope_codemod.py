@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ProbeRun, install_transformers, rope_lint, run_python
+from helpers import exceeding, install_transformers, probe, rope_lint, run_python
 from releases import NEW, OLD, TRANSFORMERS_RUFF, AcceptanceRun
 
 TRIGGERS = "zero-init-bf16,default-dtype-bf16,to-bf16"
@@ -34,21 +34,6 @@ def fixed_copy(site: Path, destination: Path, *relative: str) -> Path:
     return destination
 
 
-def probe(*targets: str, pythonpath: list[Path], triggers: str = TRIGGERS) -> dict:
-    code = "import sys\nfrom rope_lint.cli import main\nsys.exit(main(['probe', *sys.argv[1:]]))\n"
-    run: ProbeRun = run_python(code, *targets, "--trigger", triggers, "--output-format", "json", pythonpath=pythonpath)
-    assert run.returncode in (0, 1), run.stderr[-3000:]
-    return run.json()
-
-
-def exceeding(report: dict) -> dict[str, list[str]]:
-    return {
-        c["class"]: [name for name, t in c["triggers"].items() if t["status"] == "exceeds"]
-        for c in report["classes"]
-        if c.get("triggers") and any(t["status"] == "exceeds" for t in c["triggers"].values())
-    }
-
-
 @pytest.fixture(scope="module")
 def old_site() -> Path:
     return install_transformers(OLD)
@@ -62,8 +47,8 @@ def old_fixed(old_acceptance: AcceptanceRun) -> Path:
 
 
 def test_old_release_every_flagged_class_is_clean_after_the_fix(old_site: Path, old_fixed: Path) -> None:
-    before = exceeding(probe("transformers", pythonpath=[old_site]))
-    after_report = probe("transformers", pythonpath=[old_fixed, old_site])
+    before = exceeding(probe("transformers", pythonpath=[old_site], triggers=TRIGGERS))
+    after_report = probe("transformers", pythonpath=[old_fixed, old_site], triggers=TRIGGERS)
     after = {c["class"]: c for c in after_report["classes"]}
     print(f"{OLD}: {len(before)} rotary classes flagged before the fix; after: {after_report['summary']}")
     assert len(before) >= 20  # measured: 24 (zero.Init and .to(bf16))
@@ -76,11 +61,11 @@ def test_old_release_every_flagged_class_is_clean_after_the_fix(old_site: Path, 
 def test_newest_release_llama_family_is_clean_after_the_fix(tmp_path: Path) -> None:
     site = install_transformers(NEW)
     modules = [f"transformers.models.{model}.modeling_{model}" for model in NEW_LLAMA_FAMILY]
-    before = exceeding(probe(*modules, pythonpath=[site]))
+    before = exceeding(probe(*modules, pythonpath=[site], triggers=TRIGGERS))
     fixed = fixed_copy(
         site, tmp_path, "modeling_rope_utils.py", *(f"models/{model}/modeling_{model}.py" for model in NEW_LLAMA_FAMILY)
     )
-    after = probe(*modules, pythonpath=[fixed, site])
+    after = probe(*modules, pythonpath=[fixed, site], triggers=TRIGGERS)
     print(f"{NEW} Llama family: flagged before {sorted(before)}; after: {after['summary']}")
     assert len(before) == len(NEW_LLAMA_FAMILY)
     assert exceeding(after) == {}

@@ -6,13 +6,14 @@ command runs once per session on each release (tests/releases.py); these tests j
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import install_transformers, rope_lint
-from releases import NEW, OLD, TRANSFORMERS_RUFF, AcceptanceRun, run_cli
-from test_rope_codemod import exceeding, probe
+from helpers import exceeding, install_transformers, probe, rope_lint
+from releases import NEW, OLD, PROBE_TRIGGERS, TRANSFORMERS_RUFF, AcceptanceRun, run_cli
 
 from rope_lint.engine import Settings, check_file
 from rope_lint.fix.apply import fixable
@@ -21,7 +22,6 @@ from rope_lint.transformers.copies import CopyChecker, CopyKey, divergent_copies
 from rope_lint.transformers.generated import modular_source, origin
 
 SELECT = "RPL1,RPL2"  # the small trees below
-TRIGGERS = "zero-init-bf16,to-bf16"
 
 
 # The README quotes these figures (section "A whole transformers tree in one run"): measured by the acceptance command
@@ -103,14 +103,15 @@ def test_every_copy_the_fix_made_diverge_is_reported_and_there_is_none(release: 
     assert reported_copies(release) == set()
 
 
-def test_the_rotary_classes_over_the_threshold_before_and_after_the_fix(release: AcceptanceRun) -> None:
+def test_the_rotary_classes_over_the_threshold_before_and_after_the_fix(
+    release: AcceptanceRun, unfixed_probe: Callable[[str], dict[str, Any]]
+) -> None:
     figures = FIGURES[release.version]
     # Two probe processes at once: each runs on one core, and the suite's time is budgeted.
     with ThreadPoolExecutor(2) as pool:
-        before, after = pool.map(
-            lambda path: probe("transformers", pythonpath=path, triggers=TRIGGERS),
-            [[release.site], [release.fixed.parent, release.site]],
-        )
+        before = pool.submit(unfixed_probe, release.version)
+        after = probe("transformers", pythonpath=[release.fixed.parent, release.site], triggers=PROBE_TRIGGERS)
+        before = before.result()
     built = {
         when: [c for c in report["classes"] if c.get("triggers")]
         for when, report in (("before", before), ("after", after))
@@ -284,7 +285,7 @@ def test_a_copy_that_ignores_its_sources_persistent_buffer_reads_what_the_source
     (tmp_path / "pyproject.toml").write_text(TRANSFORMERS_RUFF)
     checker = CopyChecker(package)
     assert len(checker.copies()) == 2 and not any(checker.divergence(copy) for copy in checker.copies())
-    before = exceeding(probe("transformers", pythonpath=[tmp_path], triggers=TRIGGERS))
+    before = exceeding(probe("transformers", pythonpath=[tmp_path], triggers=PROBE_TRIGGERS))
     assert sorted(before) == [f"transformers.models.{m}.modeling_{m}.{m.title()}RotaryEmbedding" for m in files]
 
     result = rope_lint("fix", "--unsafe-fixes", "--select", SELECT, "--statistics", str(package))
@@ -295,7 +296,7 @@ def test_a_copy_that_ignores_its_sources_persistent_buffer_reads_what_the_source
     beta = (package / "models" / "beta" / "modeling_beta.py").read_text()
     # The copy's own registration stays as it was, with the source's float32 copy after it.
     assert "persistent=False)\n        self.inv_freq_fp32 = inv_freq\n" in beta and "self.inv_freq_fp32.to(" in beta
-    after = probe("transformers", pythonpath=[tmp_path], triggers=TRIGGERS)
+    after = probe("transformers", pythonpath=[tmp_path], triggers=PROBE_TRIGGERS)
     assert len([c for c in after["classes"] if c.get("triggers")]) == 3
     assert exceeding(after) == {}
     again = rope_lint("fix", "--unsafe-fixes", "--select", SELECT, str(package))
