@@ -269,7 +269,7 @@ def test_formatting_tidying_and_copies_run_ruff_through_one_adapter(
 
     monkeypatch.setattr(ruff, "run_on_text", counted)
     path = tmp_path / "x.py"
-    assert formatted_like_original(path, "x = 1\n", "x = ( 1 )\n") == "x = 1\n"
+    assert formatted_like_original(path, "x = 1\n", "x = ( 1 )\n", [(0, 1, 0, 1)]) == "x = 1\n"
     assert imports_tidied(path, "x = 1\n", "import os\nx = 1\n") == "x = 1\n"
     assert copies._formatted("    def f( self ):\n        pass\n", path) == "    def f(self):\n        pass\n"
     assert runs == ["format", "format", "check", "check", "check", "format"]

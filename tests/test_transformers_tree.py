@@ -35,8 +35,8 @@ FIGURES: dict[str, dict[str, object]] = {
         "findings fixed": 272,
         "remaining": 8,
         "copy groups checked": 524,
-        "rotary classes built": 28,
-        "over the threshold before": 27,
+        "rotary classes built": 34,
+        "over the threshold before": 34,
         "over the threshold after": set(),
     },
     NEW: {
@@ -44,11 +44,25 @@ FIGURES: dict[str, dict[str, object]] = {
         "findings fixed": 1158,
         "remaining": 25,
         "copy groups checked": 296,
-        "rotary classes built": 239,
-        "over the threshold before": 235,
+        "rotary classes built": 260,
+        "over the threshold before": 253,
+        # NanoChat and OlmoHybrid: restored by the model level. The vision, audio and timestep classes: the probe
+        # measures them now (2-D grids, positions given as the input, found by computation), the codemod does not fix
+        # them yet.
         "over the threshold after": {
-            "transformers.models.nanochat.modeling_nanochat.NanoChatRotaryEmbedding",
-            "transformers.models.olmo_hybrid.modeling_olmo_hybrid.OlmoHybridRotaryEmbedding",
+            f"transformers.models.{module}.modeling_{module}.{name}"
+            for module, name in (
+                ("dinov3_vit", "DINOv3ViTRopePositionEmbedding"),
+                ("eomt_dinov3", "EomtDinov3RotaryEmbedding"),
+                ("llama4", "Llama4VisionRotaryEmbedding"),
+                ("musicflamingo", "MusicFlamingoRotaryEmbedding"),
+                ("nanochat", "NanoChatRotaryEmbedding"),
+                ("olmo_hybrid", "OlmoHybridRotaryEmbedding"),
+                ("pi0", "PI0TimestepEmbeddings"),
+                ("qwen2_5_omni", "SinusPositionEmbedding"),
+                ("sapiens2", "Sapiens2RopePositionEmbedding"),
+                ("timesfm", "TimesFmPositionalEmbedding"),
+            )
         },
     },
 }
