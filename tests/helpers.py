@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,17 @@ REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "rope-lint-tests"
 
 
-def rope_lint(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the installed command line the way a user does, in a fresh process."""
+def rope_lint(
+    *args: str, cwd: Path | None = None, timeout: float = 600, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed command line the way a user does, in a fresh process (`preexec_fn` sets its limits)."""
     return subprocess.run(
-        [sys.executable, "-m", "rope_lint", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "rope_lint", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=preexec_fn,
     )
 
 

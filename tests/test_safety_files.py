@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import rope_lint
 
 from rope_lint import api
 from rope_lint.cache import FOLDER
@@ -32,14 +33,7 @@ def run_limited(*args: str, cwd: Path, timeout: float = 20) -> subprocess.Comple
     def limit_memory() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
-    return subprocess.run(
-        [sys.executable, "-m", "rope_lint", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=limit_memory,
-    )
+    return rope_lint(*args, cwd=cwd, timeout=timeout, preexec_fn=limit_memory)
 
 
 def tree_of(folder: Path, count: int, text: str = HAZARD) -> list[Path]:
