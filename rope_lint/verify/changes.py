@@ -6,8 +6,11 @@ For each file, the original and the fixed text are imported side by side (`loadi
 - every top-level function the fix changed is called both ways on arguments derived from its signature
   (`functions`);
 - every top-level name whose assignment the fix changed is compared as a value;
+- every changed module class that is not rotary (an `nn.Module` subclass) is built from its config class at small
+  sizes and run on inputs derived from its forward's signature, both ways (`modules`), or reported as not built;
 - the changed methods of a class that is not rotary are called as functions where they need no instance (static
-  and class methods, and methods that read nothing of `self`), and reported as not called otherwise.
+  and class methods, and methods that read nothing of `self`); those that need one are covered by the module's
+  line, and reported as not called in a class that is no module.
 A file fails when any of these fails, or when its fixed text does not import where its original does.
 """
 
@@ -31,6 +34,7 @@ from rope_lint.verify.classes import check_class
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference
 from rope_lint.verify.functions import check_function
 from rope_lint.verify.loading import FIXED_SUFFIX, ORIGINAL_SUFFIX, load_sibling, unload
+from rope_lint.verify.modules import check_module, is_module_class
 
 
 def verify_changes(changes: Sequence[tuple[Path, str, str]]) -> list[Verification]:
@@ -103,9 +107,11 @@ def _checks(
             continue
         node = after[name]
         if isinstance(node, ast.ClassDef):
-            found += _methods(
-                path, before[name], node, getattr(original_module, name, None), getattr(fixed_module, name, None)
-            )
+            original_cls, fixed_cls = getattr(original_module, name, None), getattr(fixed_module, name, None)
+            module = is_module_class(original_cls) and is_module_class(fixed_cls)
+            if module:
+                found.append(Verification(str(path), node.lineno, name, *check_module(original_cls, fixed_cls)))
+            found += _methods(path, before[name], node, original_cls, fixed_cls, covered=module)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.append(_function(path, node, getattr(original_module, name, None), getattr(fixed_module, name, None)))
         else:
@@ -113,16 +119,19 @@ def _checks(
     return found
 
 
-def _methods(path: Path, before: ast.stmt, after: ast.ClassDef, original: object, fixed: object) -> list[Verification]:
+def _methods(
+    path: Path, before: ast.stmt, after: ast.ClassDef, original: object, fixed: object, covered: bool
+) -> list[Verification]:
     """A changed class that is not rotary: its changed static and class methods are called as functions; a method
-    that needs an instance cannot be, nor can a class whose change is outside its methods."""
+    that needs an instance cannot be, nor can a class whose change is outside its methods. Where the class is `covered`
+    (a module class, which `modules` builds and runs, or reports as not built), its own line stands for those."""
     defined = {node.name: node for node in getattr(before, "body", ()) if isinstance(node, _FUNCTIONS)}
     changed = [
         node
         for node in after.body
         if isinstance(node, _FUNCTIONS) and (node.name not in defined or _differs(defined[node.name], node))
     ]
-    if not changed:
+    if not changed and not covered:
         reason = "not a rotary class, and its change is outside its methods"
         return [Verification(str(path), after.lineno, after.name, NOT_CALLED, reason)]
     found = []
@@ -135,7 +144,7 @@ def _methods(path: Path, before: ast.stmt, after: ast.ClassDef, original: object
             # A method that uses nothing of its instance computes what a function would: called with None for it.
             unbound = [functools.partial(getattr(cls, node.name), None) for cls in (original, fixed)]
             found.append(_function(path, node, *unbound, qualified))
-        else:
+        elif not covered:
             reason = "a method of a class that is not rotary, which needs an instance to call"
             found.append(Verification(str(path), node.lineno, qualified, NOT_CALLED, reason))
     return found

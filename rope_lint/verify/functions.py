@@ -37,7 +37,7 @@ _ANNOTATIONS = {"int": int, "float": float, "bool": bool, "torch.Tensor": torch.
 _TENSOR_SHAPES = ((2, 8, 16), (16,), (4, 16))
 
 
-class _NotCallable(Exception):
+class NotCallable(Exception):
     """No arguments could be derived; the message says which parameter stopped it."""
 
 
@@ -45,7 +45,7 @@ def check_function(original: Callable[..., Any], fixed: Callable[..., Any]) -> t
     """(status, detail): call both on the first derived arguments the original accepts, and compare the results."""
     try:
         candidates = list(_argument_sets(original))
-    except _NotCallable as reason:
+    except NotCallable as reason:
         return NOT_CALLED, str(reason)
     reasons = []
     for arguments in candidates:
@@ -79,26 +79,26 @@ def _call(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
 
 
 def _argument_sets(function: Callable[..., Any]) -> Iterator[dict[str, Any]]:
-    """Keyword arguments to try, likeliest first. Raises _NotCallable when a parameter cannot be given a value."""
+    """Keyword arguments to try, likeliest first. Raises NotCallable when a parameter cannot be given a value."""
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError) as error:
-        raise _NotCallable(f"its signature cannot be read: {error}") from error
+        raise NotCallable(f"its signature cannot be read: {error}") from error
     fixed: dict[str, Any] = {}
     guessed: list[str] = []
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
         if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
-            raise _NotCallable(f"parameter {parameter.name!r} is positional-only")
+            raise NotCallable(f"parameter {parameter.name!r} is positional-only")
         if parameter.default is not inspect.Parameter.empty:
             continue  # its default is what a caller who does not think about it passes
-        value = _value_for(parameter)
-        if value is _GUESS:
+        value = value_for(parameter)
+        if value is GUESS:
             guessed.append(parameter.name)
         else:
             fixed[parameter.name] = value
-    tensors = [name for name, value in fixed.items() if value is _TENSOR]
+    tensors = [name for name, value in fixed.items() if value is TENSOR]
     if not guessed and not tensors:
         yield fixed
         return
@@ -110,19 +110,21 @@ def _argument_sets(function: Callable[..., Any]) -> Iterator[dict[str, Any]]:
         yield {**fixed, **tensor_values, **dict.fromkeys(guessed, 16)}
 
 
-_GUESS = object()  # no annotation or name decides: tried as a tensor, then as an int
-_TENSOR = object()  # a tensor, of the shape being tried
+GUESS = object()  # no annotation or name decides: tried as a tensor, then as an int
+TENSOR = object()  # a tensor, of the shape being tried
 
 
-def _value_for(parameter: inspect.Parameter) -> Any:
+def value_for(parameter: inspect.Parameter) -> Any:
+    """A parameter's value from its annotation or name; TENSOR for a tensor of a shape still to choose, GUESS where
+    neither decides. Raises NotCallable where no value can be derived (a config, a module, a callable)."""
     annotation = parameter.annotation
     if isinstance(annotation, str):
         annotation = _ANNOTATIONS.get(annotation, annotation)
     name = parameter.name
     if name in _OPAQUE_NAMES:
-        raise _NotCallable(f"parameter {name!r} needs an object that cannot be derived from its signature")
+        raise NotCallable(f"parameter {name!r} needs an object that cannot be derived from its signature")
     if annotation is torch.Tensor:
-        return _TENSOR
+        return TENSOR
     if annotation is bool:
         return False
     if annotation is torch.dtype or name == "dtype":
@@ -138,8 +140,8 @@ def _value_for(parameter: inspect.Parameter) -> Any:
     if name in _LENGTH_NAMES or annotation is int or name.startswith(_COUNT_PREFIXES) or name.endswith(_COUNT_SUFFIXES):
         return 16
     if annotation is not inspect.Parameter.empty and not isinstance(annotation, str):
-        raise _NotCallable(f"parameter {name!r} is annotated {getattr(annotation, '__name__', annotation)}")
-    return _GUESS
+        raise NotCallable(f"parameter {name!r} is annotated {getattr(annotation, '__name__', annotation)}")
+    return GUESS
 
 
 def _shown(arguments: dict[str, Any]) -> str:

@@ -1,0 +1,143 @@
+"""`rope-lint fix --verify` on changed module classes that are not rotary (issue 18, item 2): each is built from its
+config class at small sizes and run on inputs derived from its forward's signature, original against fixed, or
+reported as not built with the reason.
+
+The fast tests run on a copy of fixtures/verify-modules (a package of our own: a config class beside a modeling
+module whose classes are not rotary), through the command line in a fresh process. The slow test judges the shared
+acceptance run of each pinned transformers release (tests/releases.py).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import REPO, rope_lint, run_python
+
+from rope_lint.output.fix_report import FAILED, VERIFIED
+
+FIXTURE = REPO / "fixtures" / "verify-modules"
+MODELING = Path("patchpkg", "modeling_patch.py")
+# The fractional bucket edges of PatchPositionEmbeddings, which an int64 rewrite would break.
+FRACTIONAL = "torch.arange(1 / self.per_side, 1.0, 1 / self.per_side)"
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """A copy of the fixture's folder (the folder that holds `patchpkg`)."""
+    copy = tmp_path / "tree"
+    shutil.copytree(FIXTURE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def line_about(stdout: str, name: str) -> str:
+    (line,) = [line for line in stdout.splitlines() if f": {name} " in line]
+    return line
+
+
+def test_changed_module_classes_are_built_from_their_config_and_run_both_ways(package: Path) -> None:
+    modeling = package / MODELING
+    before = modeling.read_text()
+    run = rope_lint("fix", "--unsafe-fixes", "--verify", str(package))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stderr == ""
+    # Inputs from the forward's signature and the config: pixel values of the config's image size and a mask of
+    # ones per patch (boolean, as annotated); hidden states of the small config's width; `layer_idx` given 0.
+    embeddings = line_about(run.stdout, "PatchPositionEmbeddings")
+    assert embeddings == (
+        f"{modeling}:11: PatchPositionEmbeddings verified (fp32 max rel diff 0, same state_dict keys and shapes, "
+        "built as a module from PatchVisionConfig (small), called with pixel_values=float32[2, 3, 32, 32], "
+        "patch_attention_mask=bool[2, 4, 4])"
+    )
+    mixer = line_about(run.stdout, "TokenMixer")
+    assert mixer.endswith("called with hidden_states=float32[2, 16, 256])")
+    assert " TokenMixer verified (fp32 max rel diff 0, " in mixer
+    # A class that cannot be built is reported with its reason, one line.
+    grid = line_about(run.stdout, "ResampledGrid")
+    assert grid == (
+        f"{modeling}:51: ResampledGrid could not build: as a module: constructor parameter 'fn' needs an object "
+        "that cannot be derived from its signature"
+    )
+    assert "Verified 2, 0 failed, 1 could not be checked." in run.stdout
+    after = modeling.read_text()
+    assert after != before and FRACTIONAL in after  # the fix wrote the file and left the fractional edges alone
+
+
+BROKEN_FIX = """
+import sys
+from rope_lint.fix import apply
+
+# The fix that the test stands in for the real one: the fractional bucket edges enumerated in int64.
+def broken(source, diagnostics):
+    text = source.replace({fractional!r}, {fractional!r}[:-1] + ", dtype=torch.int64)")
+    return apply.FixResult(text, list(diagnostics))
+
+apply.apply_fixes = broken
+from rope_lint.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_module_whose_fixed_version_fails_leaves_the_file_as_it_was_and_exits_1(package: Path) -> None:
+    modeling = package / MODELING
+    before = modeling.read_bytes()
+    run = run_python(BROKEN_FIX.format(fractional=FRACTIONAL), "fix", "--unsafe-fixes", "--verify", str(package))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert modeling.read_bytes() == before
+    reason = (
+        "the fixed module fails in fp32 where the original runs (built as a module from PatchVisionConfig (small), "
+        "called with pixel_values=float32[2, 3, 32, 32], patch_attention_mask=bool[2, 4, 4]): "
+        "ValueError: step must be nonzero"
+    )
+    left = f"rope-lint: {modeling}: verification failed, file left as it was"
+    assert run.stderr == f"{left}: PatchPositionEmbeddings: {reason}\n"
+    assert line_about(run.stdout, "PatchPositionEmbeddings") == (
+        f"{modeling}:9: PatchPositionEmbeddings not verified: {reason}"
+    )
+    assert run.stdout.splitlines()[-1].startswith("Fixed 0 findings, ")
+
+
+def verify_texts(code: str) -> dict[str, tuple[str, str]]:
+    """Runs `code` with `verify(fixed)` defined: `verify_changes` on the fixture's modeling module, its original
+    text against a fixed text, in a fresh process; what it found, by name."""
+    prelude = textwrap.dedent(f"""
+        from pathlib import Path
+        from rope_lint.verify.changes import verify_changes
+        PATH = Path({str(FIXTURE / MODELING)!r})
+        ORIGINAL = PATH.read_text()
+
+        def verify(fixed):
+            for verification in verify_changes([(PATH, ORIGINAL, fixed)]):
+                print(verification.status, verification.name, verification.detail, sep="|")
+    """)
+    run = run_python(prelude + textwrap.dedent(code))
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {name: (status, detail) for status, name, detail in (line.split("|") for line in run.stdout.splitlines())}
+
+
+def test_fixed_outputs_that_differ_and_a_changed_state_dict_fail() -> None:
+    # One bucket edge lost: every patch past it takes another position's embedding.
+    lost_edge = "torch.arange(1 / self.per_side, 1.0 - 1 / self.per_side, 1 / self.per_side)"
+    found = verify_texts(f"verify(ORIGINAL.replace({FRACTIONAL!r}, {lost_edge!r}))")
+    status, detail = found["PatchPositionEmbeddings"]
+    assert status == FAILED
+    assert re.fullmatch(r"fp32 forward outputs differ by [\d.e+-]+ relative \(built as a module from .+\)", detail)
+    # Only the changed classes are built: the others are not reported.
+    assert set(found) == {"PatchPositionEmbeddings"}
+    held = "self.layer_idx = layer_idx\n"
+    added = held + "        self.scale = nn.Parameter(torch.ones(1))\n"
+    found = verify_texts(f"verify(ORIGINAL.replace({held!r}, {added!r}))")
+    status, detail = found["TokenMixer"]
+    assert status == FAILED
+    assert detail.startswith("state_dict keys differ (lost none, gained ['scale'])")
+
+
+def test_an_equivalent_rewrite_of_the_fractional_edges_is_verified() -> None:
+    # What a correct fix may write instead: the same edges, from an integral enumeration.
+    integral = "(torch.arange(1, self.per_side, dtype=torch.int64) / self.per_side)"
+    found = verify_texts(f"verify(ORIGINAL.replace({FRACTIONAL!r}, {integral!r}))")
+    status, detail = found["PatchPositionEmbeddings"]
+    assert status == VERIFIED, detail
