@@ -92,6 +92,11 @@ class Recipe:
     base: float | None
     linear_scaling: float
 
+    @property
+    def config(self) -> Any:
+        """The config object the class is built from, None for an old-style constructor."""
+        return next(iter(self.init_kwargs.values())) if self.style == "config" else None
+
 
 def _parameters(function: Any) -> list[inspect.Parameter]:
     """The parameters after `self`, or CannotBuild when the signature cannot be read."""
@@ -146,8 +151,18 @@ def _is_config_class(value: object) -> bool:
     return isinstance(value, type) and value.__name__.endswith("Config")
 
 
-def _resolve_annotation(cls: type[nn.Module]) -> object:
-    annotation = inspect.signature(cls.__init__).parameters["config"].annotation
+def config_parameter(cls: type[nn.Module]) -> str | None:
+    """The constructor's config parameter: `config`, or the one required parameter named `*_config` (a class built
+    from one part of a composite config, such as `atom_config`); None for an old-style constructor."""
+    names = [parameter.name for parameter in _parameters(cls.__init__)]
+    if "config" in names:
+        return "config"
+    named = [parameter.name for parameter in _parameters(cls.__init__) if _required(parameter)]
+    return named[0] if len(named) == 1 and named[0].endswith("_config") else None
+
+
+def _resolve_annotation(cls: type[nn.Module], name: str) -> object:
+    annotation = inspect.signature(cls.__init__).parameters[name].annotation
     if isinstance(annotation, str):
         module = sys.modules.get(cls.__init__.__module__)
         annotation = getattr(module, annotation.strip("'\""), None)
@@ -173,7 +188,7 @@ def _sibling_config_classes(module_name: str) -> list[type]:
 def _config_candidates(cls: type[nn.Module]) -> list[type]:
     """Config classes to try, the likeliest first: the annotation, then same-module configs by shared name."""
     candidates: list[type] = []
-    annotation = _resolve_annotation(cls)
+    annotation = _resolve_annotation(cls, config_parameter(cls) or "config")
     if _is_config_class(annotation):
         candidates.append(annotation)
     module_names = dict.fromkeys((cls.__module__, cls.__init__.__module__))
@@ -233,7 +248,8 @@ def _constructions(cls: type[nn.Module], positions: int) -> Iterator[Recipe | st
     """The ways to construct the class, likeliest first: recipes with no forward call yet, or why one failed."""
     init_parameters = {parameter.name: parameter for parameter in _parameters(cls.__init__)}
     unset_call = ForwardCall((), (), (), ())
-    if "config" not in init_parameters:
+    config_name = config_parameter(cls)
+    if config_name is None:
         kwargs, dim_name = _old_style_kwargs(cls, positions)
         if dim_name not in _DIM_NAMES:
             # A guess: should it fail, the reason is that the parameter has no known value.
@@ -243,7 +259,7 @@ def _constructions(cls: type[nn.Module], positions: int) -> Iterator[Recipe | st
         scaling = _default_of(cls, frozenset({"scaling_factor"})) if "Linear" in cls.__name__ else None
         yield Recipe(cls, kwargs, unset_call, None, positions, "old-style", dim, base, float(scaling or 1.0))
         return
-    others = [parameter for name, parameter in init_parameters.items() if name != "config" and _required(parameter)]
+    others = [parameter for name, parameter in init_parameters.items() if name != config_name and _required(parameter)]
     if others:
         raise CannotBuild(f"constructor parameter {others[0].name!r} has no known value")
     candidates = _config_candidates(cls)
@@ -259,15 +275,15 @@ def _constructions(cls: type[nn.Module], positions: int) -> Iterator[Recipe | st
 
 
 def _config_recipe(cls: type[nn.Module], config: Any, positions: int) -> Recipe:
-    return Recipe(
-        cls, {"config": config}, ForwardCall((), (), (), ()), None, positions, "config", *_config_rope(config)
-    )
+    kwargs = {config_parameter(cls) or "config": config}
+    return Recipe(cls, kwargs, ForwardCall((), (), (), ()), None, positions, "config", *_config_rope(config))
 
 
 # A config-built class that fails is retried with a config repaired from what its error says, one repair at a time
 # and at most this many times.
 _MAX_REPAIRS = 6
 _MISSING_KEY = re.compile(r"KeyError: '([^']+)'")
+_MISSING_ATTRIBUTE = re.compile(r"object has no attribute '(\w+)'")
 _NUMBER_LIST = re.compile(r"\[(\d+(?:,\s*\d+)*)\]")
 _NUMBER = re.compile(r"\b\d+\b")
 # `.get("name")` without a default: a value the class reads where it may be absent.
@@ -278,6 +294,8 @@ class ConfigRepairs:
     """The next config to try after a failure, derived from the error, or None:
 
     - a KeyError on a layer type the config's per-layer-type rope parameters lack: that type gets a default RoPE;
+    - an attribute the config lacks that one of its sub-configs has (a class built from one part of a composite
+      config): that sub-config;
     - a value the class reads with `.get(name)` that the config's rope parameters lack: multimodal sections (three,
       summing to half the head dim, the one such value rotary classes read);
     - the config class's own defaults, which are consistent with each other where our small sizes may not be;
@@ -293,11 +311,11 @@ class ConfigRepairs:
         self.defaults_tried = False
 
     def after(self, message: str) -> Recipe | None:
-        config = self.construction.init_kwargs.get("config")
+        config = self.construction.config
         if config is None or self.left == 0:
             return None
         self.left -= 1
-        for repair in (self._layer_type, self._optional_read, self._defaults, self._head_dim):
+        for repair in (self._layer_type, self._sub_config, self._optional_read, self._defaults, self._head_dim):
             repaired = repair(config, message)
             if repaired is not None:
                 self.construction = _config_recipe(self.construction.cls, repaired, self.construction.positions)
@@ -316,6 +334,17 @@ class ConfigRepairs:
             return None
         rope_parameters[match.group(1)] = {"rope_type": "default", "rope_theta": DEFAULT_BASE}
         return config
+
+    def _sub_config(self, config: Any, message: str) -> Any:
+        match = _MISSING_ATTRIBUTE.search(message)
+        if match is None:
+            return None
+        parts = [value for value in vars(config).values() if _is_config_class(type(value))]
+        part = next((value for value in parts if _attribute(value, match.group(1)) is not None), None)
+        if part is not None:
+            with contextlib.suppress(Exception):
+                part.max_position_embeddings = self.construction.positions
+        return part
 
     def _optional_read(self, config: Any, message: str) -> Any:
         rope_parameters = self._rope_parameters(config)
@@ -372,7 +401,8 @@ def describe(error: BaseException) -> str:
 def _forward_calls(cls: type[nn.Module], positions: int, layer_type: str | None) -> list[ForwardCall]:
     """The plausible ways to call forward, likeliest first: x as [1, N, D] or [1, 1, N, D], and positions as
     [1, N], [3, 1, N] (one row per multimodal section), [N] or [N, 2] (axial 2-D, both coordinates equal). A forward
-    without positions may take the positions (times) as x: [1, N], [N, 1], [N] or [1, N, 1]."""
+    without positions may take the positions (times) as x: [1, N], [N, 1], [N] or [1, N, 1]; or, with several
+    tensors to take, points: their coordinates as x and the positions as the rest."""
     roles: list[tuple[str, str]] = []
     fixed: dict[str, Any] = {}
     for parameter in _parameters(cls.forward):
@@ -401,7 +431,15 @@ def _forward_calls(cls: type[nn.Module], positions: int, layer_type: str | None)
         return calls
     calls = [ForwardCall(tuple(roles), tuple(fixed.items()), x, ()) for x in x_shapes]
     times = [(1, positions), (positions, 1), (positions,), (1, positions, 1)]
-    return calls + [ForwardCall(tuple(roles), tuple(fixed.items()), x, (), POSITIONS_AS_X) for x in times]
+    calls += [ForwardCall(tuple(roles), tuple(fixed.items()), x, (), POSITIONS_AS_X) for x in times]
+    taking_x = [name for name, role in roles if role == "x"]
+    if len(taking_x) > 1:
+        # A forward over points: their coordinates ([1, N, 3] or [1, N, 2], every axis at the point's position)
+        # first, then a per-point tensor such as an id, given the positions.
+        point_roles = tuple((name, "positions" if name in taking_x[1:] else role) for name, role in roles)
+        points = [(1, positions, axes) for axes in (3, 2)]
+        calls += [ForwardCall(point_roles, tuple(fixed.items()), x, (1, positions), POSITIONS_AS_X) for x in points]
+    return calls
 
 
 def _layer_types(cls: type[nn.Module], module: nn.Module, recipe: Recipe) -> list[str | None]:
@@ -409,7 +447,7 @@ def _layer_types(cls: type[nn.Module], module: nn.Module, recipe: Recipe) -> lis
     A layer type whose rope parameters are None has no positional encoding: it has no table to probe."""
     if "layer_type" not in inspect.signature(cls.forward).parameters:
         return [None]
-    config = recipe.init_kwargs.get("config")
+    config = recipe.config
     rope_parameters = _attribute(config, "rope_parameters")
     per_type = dict(rope_parameters) if isinstance(rope_parameters, dict) else {}
     declared = (
@@ -599,13 +637,16 @@ def _first_working_call(module: nn.Module, construction: Recipe, layer_type: str
     raise CannotBuild(f"forward: {reasons[min(reasons)]}")
 
 
+_CONSTRUCTOR = "constructor: "
+
+
 def _recipes_of(construction: Recipe) -> list[tuple[Recipe, Tables] | CannotBuild]:
     """Build the class as `construction` says and find a forward call for each of its layer types; CannotBuild with
     the first reason when none works."""
     try:
         module = construct(construction)
     except Exception as error:
-        raise CannotBuild(f"constructor: {describe(error)}") from error
+        raise CannotBuild(f"{_CONSTRUCTOR}{describe(error)}") from error
     found: list[tuple[Recipe, Tables] | CannotBuild] = []
     for layer_type in _layer_types(construction.cls, module, construction):
         try:
@@ -630,14 +671,16 @@ def find_recipes(cls: type[nn.Module], positions: int) -> list[tuple[Recipe, Tab
             continue
         repairs = ConfigRepairs(construction)
         attempt: Recipe | None = construction
-        first_failure = None
+        failures: list[str] = []
         while attempt is not None:
             try:
                 return _recipes_of(attempt)
             except CannotBuild as error:
-                first_failure = first_failure or str(error)
+                failures.append(str(error))
                 attempt = repairs.after(str(error))
-        reasons.append(first_failure)
+        # The first failure of the farthest stage reached: once a repair lets the class be built, why its forward
+        # fails says more than why the unrepaired config could not build it.
+        reasons.append(min(failures, key=lambda failure: failure.startswith(_CONSTRUCTOR)))
     raise CannotBuild(reasons[0] if reasons else "no way to construct it")
 
 

@@ -2,7 +2,7 @@
 runs at small sizes, so that a class that would not fit is never run at full size.
 
 Every tensor storage a torch op creates while the class is built and called is recorded, op by op (views and
-in-place results create none). The estimate is conservative twice over:
+in-place results create none, as their schemas declare). The estimate is conservative twice over:
 
 - it is the sum of all those storages, as if none were ever freed, where the real peak counts only those alive at
   once;
@@ -21,6 +21,7 @@ torch, about 300 MB) is outside the budget.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -61,9 +62,12 @@ class _Allocations(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         output = func(*args, **(kwargs or {}))
-        existing = {_storage(value) for value in tree_flatten((args, kwargs))[0]}
-        created = {_storage(value) for value in tree_flatten(output)[0]} - existing - {None}
-        size = sum(nbytes for _, nbytes in created)
+        fresh = _fresh_returns(func)
+        returned = (output,) if len(fresh) == 1 else output
+        created = {
+            _storage(value) for value, new in zip(returned, fresh, strict=False) if new for value in _leaves(value)
+        }
+        size = sum(nbytes for _, nbytes in created - {None})
         if size:
             name = str(func)
             self.sizes[(name, self._calls[name])] = size
@@ -72,6 +76,17 @@ class _Allocations(TorchDispatchMode):
             if self.total > self.limit:
                 raise OverBudget(self.total)
         return output
+
+
+@functools.cache
+def _fresh_returns(func: Any) -> tuple[bool, ...]:
+    """Which of an op's returns are new storage: those its schema declares no alias for. Views, in-place and `out=`
+    results alias an input (`Tensor(a)`), and allocate nothing."""
+    return tuple(result.alias_info is None for result in func._schema.returns)
+
+
+def _leaves(value: object) -> list[object]:
+    return [value] if isinstance(value, torch.Tensor) else tree_flatten(value)[0]
 
 
 def _storage(value: object) -> tuple[int, int] | None:

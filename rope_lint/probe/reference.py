@@ -185,7 +185,7 @@ def _class_scaling(recipe: Recipe) -> dict[str, Any] | None:
     """The scaling of a config-style class as one dict (`rope_scaling` and `rope_parameters` merged, the layer
     type's own parameters for a per-layer-type class), with the lengths it is relative to; None for old-style
     classes, whose only scaling the recipe reads is linear."""
-    config = recipe.init_kwargs.get("config")
+    config = recipe.config
     if config is None:
         return None
     parameters = config_attribute(config, "rope_parameters") or {}
@@ -211,7 +211,7 @@ def _textbook_like(recipe: Recipe, like: Tables) -> Tables:
     if recipe.dim is None or base is None:
         raise ValueError("its dim and base are unknown")
     dim = recipe.dim
-    if scaling and config_attribute(recipe.init_kwargs["config"], "partial_rotary_factor") is None:
+    if scaling and config_attribute(recipe.config, "partial_rotary_factor") is None:
         # Where the rope parameters, not the config, say which share of the head rotates.
         dim = int(dim * float(scaling.get("partial_rotary_factor") or 1.0))
     try:

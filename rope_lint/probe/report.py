@@ -48,23 +48,28 @@ class Measurement:
     wrong_fraction: float  # of all cos and sin elements, the share that is wrong
 
 
-def measure(tables: Tables, reference: Tables, threshold: float) -> Measurement:
-    """Compare float64 tables; NaN counts as an infinite error.
+class Yardstick:
+    """Float64 reference tables, and the error past which an element of them is wrong: `threshold` times
+    max(1, |reference value|). The threshold is one bf16 rounding of values up to 1, and tables scaled above 1
+    (YaRN's attention factor) round more coarsely. Made once per class, for all its triggers."""
 
-    An element is wrong when its error exceeds `threshold` times max(1, |reference value|): the threshold is one
-    bf16 rounding of values up to 1, and tables scaled above 1 (YaRN's attention factor) round more coarsely.
-    """
-    cos_error = torch.nan_to_num((tables.cos - reference.cos).abs(), nan=math.inf)
-    sin_error = torch.nan_to_num((tables.sin - reference.sin).abs(), nan=math.inf)
-    cos_wrong = cos_error > threshold * reference.cos.abs().clamp(min=1.0)
-    sin_wrong = sin_error > threshold * reference.sin.abs().clamp(min=1.0)
-    wrong_positions = (cos_wrong | sin_wrong).any(dim=1).nonzero()
-    return Measurement(
-        cos_max_abs_error=cos_error.max().item(),
-        sin_max_abs_error=sin_error.max().item(),
-        first_wrong_position=int(wrong_positions[0].item()) if len(wrong_positions) else None,
-        wrong_fraction=(cos_wrong.sum().item() + sin_wrong.sum().item()) / (cos_error.numel() + sin_error.numel()),
-    )
+    def __init__(self, reference: Tables, threshold: float) -> None:
+        self.reference = reference
+        self.cos_limit = reference.cos.abs().clamp_(min=1.0).mul_(threshold)
+        self.sin_limit = reference.sin.abs().clamp_(min=1.0).mul_(threshold)
+
+    def measure(self, tables: Tables) -> Measurement:
+        """Compare float64 tables with the reference; NaN counts as an infinite error."""
+        cos_error = torch.sub(tables.cos, self.reference.cos).abs_().nan_to_num_(nan=math.inf)
+        sin_error = torch.sub(tables.sin, self.reference.sin).abs_().nan_to_num_(nan=math.inf)
+        cos_wrong, sin_wrong = cos_error > self.cos_limit, sin_error > self.sin_limit
+        wrong_positions = (cos_wrong | sin_wrong).any(dim=1).nonzero()
+        return Measurement(
+            cos_max_abs_error=cos_error.max().item(),
+            sin_max_abs_error=sin_error.max().item(),
+            first_wrong_position=int(wrong_positions[0].item()) if len(wrong_positions) else None,
+            wrong_fraction=(cos_wrong.sum().item() + sin_wrong.sum().item()) / (cos_error.numel() + sin_error.numel()),
+        )
 
 
 @dataclass(frozen=True)

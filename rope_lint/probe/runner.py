@@ -21,7 +21,16 @@ from rope_lint.probe.build import (
 from rope_lint.probe.discover import discover, qualified_name, quiet_model_code
 from rope_lint.probe.memory import SMALL_POSITIONS, Allocations, OverBudget, allocations, extrapolate, same_ops
 from rope_lint.probe.reference import reference_for
-from rope_lint.probe.report import CLEAN, ERROR, EXCEEDS, UNAVAILABLE, ClassResult, ProbeReport, TriggerResult, measure
+from rope_lint.probe.report import (
+    CLEAN,
+    ERROR,
+    EXCEEDS,
+    UNAVAILABLE,
+    ClassResult,
+    ProbeReport,
+    TriggerResult,
+    Yardstick,
+)
 from rope_lint.probe.sizes import DEFAULT_BUDGET, format_size
 from rope_lint.probe.triggers import TRIGGERS, Trigger, TriggerUnavailable
 
@@ -49,6 +58,7 @@ def _probe_recipe(
         return
     result.reference, result.reference_note = reference.kind, reference.note
     result.textbook = reference.textbook
+    yardstick = Yardstick(reference.tables, threshold)
     for trigger in triggers:
         try:
             # The fp32 trigger is exactly the trial build that found the recipe; its tables are reused.
@@ -63,7 +73,7 @@ def _probe_recipe(
             reason = f"tables of shape {tuple(tables.cos.shape)}, expected {tuple(reference.tables.cos.shape)}"
             result.triggers.append(TriggerResult(trigger.name, ERROR, reason=reason))
             continue
-        measurement = measure(tables, reference.tables, threshold)
+        measurement = yardstick.measure(tables)
         status = CLEAN if measurement.first_wrong_position is None else EXCEEDS
         result.triggers.append(TriggerResult(trigger.name, status, measurement))
 

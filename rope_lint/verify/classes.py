@@ -19,7 +19,7 @@ from torch import nn
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
 from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe
 from rope_lint.probe.reference import reference_for
-from rope_lint.probe.report import measure
+from rope_lint.probe.report import Yardstick
 from rope_lint.probe.runner import recipes_within_budget, tables_under
 from rope_lint.probe.sizes import DEFAULT_BUDGET
 from rope_lint.probe.triggers import TRIGGERS, Trigger
@@ -143,7 +143,7 @@ def _outcome(condition: Trigger, recipe: Recipe, reference: Tables | None) -> st
         return BUILT
     if tables.cos.shape != reference.cos.shape:
         return f"{FAILS}: tables of shape {tuple(tables.cos.shape)}, expected {tuple(reference.cos.shape)}"
-    measurement = measure(tables, reference, THRESHOLD)
+    measurement = Yardstick(reference, THRESHOLD).measure(tables)
     if measurement.first_wrong_position is None:
         return CLEAN
     error = max(measurement.cos_max_abs_error, measurement.sin_max_abs_error)

@@ -75,3 +75,24 @@ def test_a_relative_encoding_is_measured_over_its_offsets(report):
     assert relative["measured"] is True, relative["reason"]
     assert relative["triggers"]["fp32"]["status"] == "clean"
     assert relative["triggers"]["to-bf16"]["status"] == "exceeds"
+
+
+def test_a_rope_over_points_is_built_from_its_part_of_the_config_and_measured_on_coordinates(report):
+    """Constructor parameter `points_config`, forward (coordinates, ids, dtype): the coordinates of N points whose
+    every axis is at the point's position, ids equal to the positions."""
+    points = entry(report, "PointRotaryEmbedding")
+    assert points["measured"] is True, points["reason"]
+    assert points["construction"] == "config"
+    assert points["positions"] == report["positions"]
+    assert statuses(report, "PointRotaryEmbedding") == {
+        "fp32": "clean",
+        "zero-init-bf16": "clean",
+        "to-bf16": "exceeds",
+    }
+
+
+def test_a_class_reading_its_rotary_part_of_a_composite_config_is_built_from_that_part(report):
+    relation = entry(report, "RelationRotaryEmbedding")
+    assert relation["measured"] is True, relation["reason"]
+    assert relation["triggers"]["fp32"]["status"] == "clean"
+    assert relation["triggers"]["to-bf16"]["status"] == "exceeds"

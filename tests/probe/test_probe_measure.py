@@ -9,7 +9,7 @@ import torch
 
 from rope_lint.probe.build import Tables
 from rope_lint.probe.reference import float64_math, textbook_tables
-from rope_lint.probe.report import measure
+from rope_lint.probe.report import Yardstick
 
 
 def test_measure_reports_max_errors_first_wrong_position_and_fraction():
@@ -19,7 +19,7 @@ def test_measure_reports_max_errors_first_wrong_position_and_fraction():
     cos[6, 1] += 0.01
     sin[8, 0] -= 0.5
     sin[9, 2] += 0.001  # below the threshold: not wrong
-    measurement = measure(Tables(cos, sin), reference, threshold=4e-3)
+    measurement = Yardstick(reference, threshold=4e-3).measure(Tables(cos, sin))
     assert measurement.cos_max_abs_error == pytest.approx(0.01)
     assert measurement.sin_max_abs_error == pytest.approx(0.5)
     assert measurement.first_wrong_position == 6
@@ -28,11 +28,11 @@ def test_measure_reports_max_errors_first_wrong_position_and_fraction():
 
 def test_measure_clean_and_nan():
     reference = textbook_tables(dim=8, base=10000.0, positions=10)
-    clean = measure(reference, reference, threshold=4e-3)
+    clean = Yardstick(reference, threshold=4e-3).measure(reference)
     assert (clean.cos_max_abs_error, clean.first_wrong_position, clean.wrong_fraction) == (0.0, None, 0.0)
     broken_cos = reference.cos.clone()
     broken_cos[3, 3] = math.nan
-    broken = measure(Tables(broken_cos, reference.sin), reference, threshold=4e-3)
+    broken = Yardstick(reference, threshold=4e-3).measure(Tables(broken_cos, reference.sin))
     assert broken.cos_max_abs_error == math.inf
     assert broken.first_wrong_position == 3
 
@@ -41,8 +41,8 @@ def test_threshold_scales_with_values_above_one():
     # A table scaled by 1.5 (an attention factor) rounds to bf16 with errors up to 1.5x one rounding of 1.
     reference = Tables(torch.full((4, 2), 1.5, dtype=torch.float64), torch.zeros(4, 2, dtype=torch.float64))
     rounded = Tables(reference.cos + 0.005, reference.sin)
-    assert measure(rounded, reference, threshold=4e-3).first_wrong_position is None
-    assert measure(Tables(reference.cos + 0.007, reference.sin), reference, 4e-3).first_wrong_position == 0
+    assert Yardstick(reference, threshold=4e-3).measure(rounded).first_wrong_position is None
+    assert Yardstick(reference, 4e-3).measure(Tables(reference.cos + 0.007, reference.sin)).first_wrong_position == 0
 
 
 def test_float64_math_widens_every_floating_request():
