@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, rope_lint, run_python
+from releases import NEW, OLD, AcceptanceRun
 
-from rope_lint.output.fix_report import FAILED, VERIFIED
+from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
 
 FIXTURE = REPO / "fixtures" / "verify-modules"
 MODELING = Path("patchpkg", "modeling_patch.py")
@@ -141,3 +142,97 @@ def test_an_equivalent_rewrite_of_the_fractional_edges_is_verified() -> None:
     found = verify_texts(f"verify(ORIGINAL.replace({FRACTIONAL!r}, {integral!r}))")
     status, detail = found["PatchPositionEmbeddings"]
     assert status == VERIFIED, detail
+
+
+def test_inputs_follow_the_signature_and_the_limits_hold() -> None:
+    """Token and position ids, a per-token mask and a feature map's shape are derived by name and annotation; a class
+    too large to build at small sizes is counted on the meta device and not built; a base class with no forward of
+    its own is not run."""
+    code = """
+        import torch
+        from torch import nn
+        from rope_lint.verify.modules import check_module
+
+        class TextConfig:
+            def __init__(self, hidden_size=32, vocab_size=50, **kwargs):
+                self.hidden_size, self.vocab_size = hidden_size, vocab_size
+
+        class TokenEmbeddings(nn.Module):
+            def __init__(self, config: TextConfig):
+                super().__init__()
+                self.tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+                self.positions = nn.Embedding(64, config.hidden_size)
+
+            def forward(self, input_ids, position_ids, attention_mask):
+                return (self.tokens(input_ids) + self.positions(position_ids)) * attention_mask[..., None]
+
+        class GridEncoding(nn.Module):
+            def forward(self, shape: torch.Size, dtype: torch.dtype):
+                return torch.zeros(shape, dtype=dtype).cumsum(-1)
+
+        class WideTable(nn.Module):
+            def __init__(self, rows: int = 50_000_000):
+                super().__init__()
+                self.table = nn.Parameter(torch.zeros(rows))
+
+            def forward(self, x):
+                return x
+
+        class Base(nn.Module):
+            def __init__(self, config: TextConfig):
+                super().__init__()
+
+        for cls in (TokenEmbeddings, GridEncoding, WideTable, Base):
+            print(*check_module(cls, cls), sep="|")
+    """
+    run = run_python(textwrap.dedent(code))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        f"{VERIFIED}|fp32 max rel diff 0, same state_dict keys and shapes, built as a module from TextConfig (small), "
+        "called with input_ids=int64[2, 16], position_ids=int64[2, 16], attention_mask=int64[2, 16]",
+        f"{VERIFIED}|fp32 max rel diff 0, same state_dict keys and shapes, built as a module from its signature, "
+        "called with shape=torch.Size([2, 64, 4, 4]), dtype=torch.float32",
+        f"{NOT_BUILT}|as a module: constructor (its signature): 50,000,000 elements, over the 20,000,000 built",
+        f"{NOT_BUILT}|as a module: it defines no forward to run (a base class)",
+    ]
+
+
+# The changed module classes that are not rotary at run time, on each release's acceptance run: how many are built
+# and verified, and how many could not be built (each with its reason).
+MODULES_VERIFIED = {OLD: 22, NEW: 36}
+MODULES_NOT_BUILT = {OLD: 19, NEW: 32}
+# The vision embeddings whose files the fix changes in 5.24.0: issue 18 found them broken by an earlier fix.
+VISION_EMBEDDINGS = {
+    "models/idefics2/modeling_idefics2.py": "Idefics2VisionEmbeddings",
+    "models/idefics3/modeling_idefics3.py": "Idefics3VisionEmbeddings",
+    "models/smolvlm/modeling_smolvlm.py": "SmolVLMVisionEmbeddings",
+    "models/phi4_multimodal/modeling_phi4_multimodal.py": "Phi4MultimodalVisionEmbeddings",
+    "models/phi4_multimodal/modular_phi4_multimodal.py": "Phi4MultimodalVisionEmbeddings",
+}
+MODULE_LINE = re.compile(r"(.+?):\d+: (\w+) (verified|not verified|could not build)\b:? \(?(.*)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", [OLD, NEW])
+def test_every_changed_module_class_of_a_transformers_release_is_run_or_said_why(
+    request: pytest.FixtureRequest, version: str
+) -> None:
+    """On `fix --unsafe-fixes --verify` of a copy of the release (the session's shared acceptance run), each changed
+    module class that is not rotary is built and gives the original's fp32 outputs, or is reported not built; none
+    fails, and the vision embeddings of 5.24.0 run."""
+    run: AcceptanceRun = request.getfixturevalue("old_acceptance" if version == OLD else "new_acceptance")
+    found: dict[tuple[str, str], tuple[str, str]] = {}
+    for line in run.stdout.splitlines():
+        match = MODULE_LINE.match(line)
+        if match and ("built as a module from" in match[4] or match[4].startswith("as a module: ")):
+            found[(Path(match[1]).relative_to(run.fixed).as_posix(), match[2])] = match[3], match[4]
+    failed = {key: detail for key, (status, detail) in found.items() if status == "not verified"}
+    assert not failed, failed
+    verified = sorted(key for key, (status, _) in found.items() if status == "verified")
+    not_built = {key: detail for key, (status, detail) in found.items() if status == "could not build"}
+    print(f"transformers {version}: {len(verified)} changed module classes verified, {len(not_built)} not built")
+    for (path, name), detail in sorted(not_built.items()):
+        print(f"  {path}: {name} {detail}")
+    if version == NEW:
+        assert set(VISION_EMBEDDINGS.items()) <= set(verified)
+    assert (len(verified), len(not_built)) == (MODULES_VERIFIED[version], MODULES_NOT_BUILT[version])

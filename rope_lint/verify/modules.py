@@ -38,6 +38,9 @@ POSITIONS = 64
 BATCH, SEQUENCE = 2, 16
 # Config classes tried, likeliest first, each at small sizes and then at its defaults.
 CONFIG_CANDIDATES = 3
+# The most parameter and buffer elements a module is built with (80 MB in fp32, and it is built three times): a class
+# that is a whole model at its config's default sizes would take gigabytes and minutes.
+MAX_ELEMENTS = 20_000_000
 # Forward inputs tried on each built module before the next way of building it.
 INPUT_TRIES = 24
 # Config attributes that give the width of hidden states, the image side and its patch, likeliest first.
@@ -102,6 +105,10 @@ def _first_run(cls: type[nn.Module]) -> tuple[dict[str, Any], dict[str, Any], st
     reasons: list[str] = []
     for init_kwargs, built_from in _constructions(cls):
         try:
+            elements = _elements_on_meta(cls, init_kwargs)
+            if elements is not None and elements > MAX_ELEMENTS:
+                reasons.append(f"constructor ({built_from}): {elements:,} elements, over the {MAX_ELEMENTS:,} built")
+                continue
             torch.manual_seed(0)
             module = construct_module(cls, init_kwargs)
         except Exception as error:
@@ -120,12 +127,32 @@ def _first_run(cls: type[nn.Module]) -> tuple[dict[str, Any], dict[str, Any], st
     raise CannotBuild(reasons[0] if reasons else "no way to construct it")
 
 
+def _elements_on_meta(cls: type[nn.Module], init_kwargs: dict[str, Any]) -> int | None:
+    """The module's parameter and buffer elements, counted on a copy built on the meta device (no memory, no time),
+    or None where it reads values while it is built, which meta tensors do not have: it is then built for real. Any
+    other error is the constructor's own, raised here before a real build allocates what the meta one did not."""
+    try:
+        with torch.device("meta"):
+            module = cls(**copy.deepcopy(init_kwargs))
+    except Exception as error:
+        if "meta" in str(error).lower():
+            return None
+        raise
+    return sum(tensor.numel() for tensor in (*module.parameters(), *module.buffers()))
+
+
 def _constructions(cls: type[nn.Module]) -> Iterator[tuple[dict[str, Any], str]]:
-    """Constructor keyword arguments to try, likeliest first, each with a word on what it was built from."""
+    """Constructor keyword arguments to try, likeliest first, each with a word on what it was built from: the
+    required parameters, then also the optional ones (default None) whose name says what they take (`padding_idx`)."""
     parameters = _parameters(cls.__init__)
-    others = {}
+    required, optional = {}, {}
     for parameter in parameters:
-        if parameter.name == "config" or parameter.default is not inspect.Parameter.empty:
+        if parameter.name == "config":
+            continue
+        if parameter.default is not inspect.Parameter.empty:
+            value = _named_scalar(parameter) if parameter.default is None else None
+            if value is not None:
+                optional[parameter.name] = value
             continue
         try:
             value = value_for(parameter)
@@ -133,9 +160,12 @@ def _constructions(cls: type[nn.Module]) -> Iterator[tuple[dict[str, Any], str]]
             raise CannotBuild(f"constructor {reason}") from reason
         if value is GUESS or value is TENSOR:
             raise CannotBuild(f"constructor parameter {parameter.name!r} has no known value")
-        others[parameter.name] = value
+        required[parameter.name] = value
+    variants = [(required, "")]
+    if optional:
+        variants.append(({**required, **optional}, " and " + ", ".join(f"{k}={v!r}" for k, v in optional.items())))
     if not any(parameter.name == "config" for parameter in parameters):
-        yield others, "its signature"
+        yield from ((kwargs, f"its signature{given}") for kwargs, given in variants)
         return
     candidates = _config_candidates(cls)[:CONFIG_CANDIDATES]
     if not candidates:
@@ -146,7 +176,18 @@ def _constructions(cls: type[nn.Module]) -> Iterator[tuple[dict[str, Any], str]]
                 config = config_of(config_cls)
             except Exception:  # a config that cannot be made this way offers nothing to build from
                 continue
-            yield {"config": config, **others}, f"{config_cls.__name__} ({how})"
+            for kwargs, given in variants:
+                yield {"config": config, **kwargs}, f"{config_cls.__name__} ({how}){given}"
+
+
+def _named_scalar(parameter: inspect.Parameter) -> Any:
+    """The value a parameter's name or annotation decides (a length, an index, a dtype), or None where they decide
+    none or only a flag."""
+    try:
+        value = value_for(parameter)
+    except NotCallable:
+        return None
+    return None if value is GUESS or value is TENSOR or isinstance(value, bool) else value
 
 
 def _parameters(function: Any) -> list[inspect.Parameter]:
@@ -217,8 +258,15 @@ def _candidates(parameter: inspect.Parameter, sizes: _Sizes, generator: torch.Ge
         raise CannotBuild(f"forward {reason}") from reason
     if value is not GUESS and value is not TENSOR:
         return [value]
-    batch, sequence, side = BATCH, SEQUENCE, sizes.image
-    shapes = [(batch, sequence, sizes.hidden), (batch, sequence), (batch,), (batch, sizes.channels, side, side)]
+    batch, sequence, side, patches = BATCH, SEQUENCE, sizes.image, sizes.patches
+    # Hidden states of tokens, then of a grid of patches (channels last), values per token or per item, an image.
+    shapes = [
+        (batch, sequence, sizes.hidden),
+        (batch, patches, patches, sizes.hidden),
+        (batch, sequence),
+        (batch,),
+        (batch, sizes.channels, side, side),
+    ]
     return [torch.randn(shape, generator=generator) for shape in shapes]
 
 
@@ -245,13 +293,8 @@ def _recognised(parameter: inspect.Parameter, sizes: _Sizes, generator: torch.Ge
     if name == "shape" or "Size" in annotation:
         # The shape of a feature map whose positions are encoded: channels of the hidden width, a grid of patches.
         return [torch.Size((batch, sizes.hidden, patches, patches))]
-    if parameter.default is None:
-        try:
-            value = value_for(parameter)
-        except NotCallable:
-            return []
-        return [] if value is GUESS or value is TENSOR or isinstance(value, bool) else [value]
-    return []
+    value = _named_scalar(parameter) if parameter.default is None else None
+    return [] if value is None else [value]
 
 
 def _shown(inputs: dict[str, Any]) -> str:
