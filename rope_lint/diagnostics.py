@@ -12,7 +12,10 @@ SYNTAX_ERROR = "RPL902"
 INTERNAL_ERROR = "RPL903"
 # `fix` left a `# Copied from` copy differing from its source, which transformers' `utils/check_copies.py` rejects.
 COPY_DIVERGED = "RPL904"
-ERROR_CODES = (READ_ERROR, SYNTAX_ERROR, INTERNAL_ERROR, COPY_DIVERGED)
+# `fix` left a generated transformers file that regeneration from its modular source would not give back, which
+# transformers' modular conversion check rejects.
+REGENERATION_DIFFERS = "RPL905"
+ERROR_CODES = (READ_ERROR, SYNTAX_ERROR, INTERNAL_ERROR, COPY_DIVERGED, REGENERATION_DIFFERS)
 
 
 class FixSafety(str, enum.Enum):

@@ -25,6 +25,7 @@ from rope_lint.engine import Settings, check_source, read_triggered
 from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import changed_regions, formatted_like_original
 from rope_lint.fix.names import ModuleNames, with_imports
+from rope_lint.fix.origins import spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import RULES_BY_CODE
@@ -81,7 +82,7 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
         return FileFixOutcome(str(path))
     if isinstance(source, Diagnostic):
         return FileFixOutcome(str(path), remaining=[source])
-    found = check_source(str(path), source.text, settings)
+    found = spelled_as_origins(path, source.text, check_source(str(path), source.text, settings), settings)
     chosen = fixable(found, unsafe)
     if not chosen:
         return FileFixOutcome(str(path), remaining=found)
@@ -144,6 +145,26 @@ def restored(outcome: FileFixOutcome, reason: str) -> FileFixOutcome:
     except OSError as error:
         return without_held_fix(outcome, f"{reason}; but it could not be restored: {error}")
     return without_held_fix(outcome, reason)
+
+
+def regeneration_kept(outcomes: list[FileFixOutcome]) -> tuple[list[FileFixOutcome], list[Diagnostic]]:
+    """The outcomes once the fix of every group of transformers files that breaks regeneration from a modular source
+    is dropped (a written file restored, a held one not written), and an RPL905 finding for each break found
+    (`transformers.regeneration`)."""
+    from rope_lint.transformers.regeneration import checked_outcomes
+
+    outcomes = list(outcomes)
+    index = {o.path: number for number, o in enumerate(outcomes)}
+
+    def drop(paths: set[str], reason: str) -> None:
+        for path in paths:
+            outcome = outcomes[index[path]]
+            outcomes[index[path]] = (
+                restored(outcome, reason) if outcome.original is not None else without_held_fix(outcome, reason)
+            )
+
+    held = [(o.path, o.held.source.text, o.held.text) for o in outcomes if o.held is not None]
+    return outcomes, checked_outcomes(held, drop)
 
 
 def gone(applied: list[Diagnostic], found: list[Diagnostic], remaining: list[Diagnostic]) -> list[Diagnostic]:

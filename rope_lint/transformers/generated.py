@@ -12,6 +12,7 @@ import ast
 import os
 import re
 from collections import namedtuple
+from collections.abc import Callable
 from functools import lru_cache
 
 from rope_lint import TYPE_CHECKING
@@ -27,17 +28,20 @@ _BANNER_TEXT = "This file was automatically generated from"
 _BANNER = _BANNER_TEXT + r" (\S*?modular_\w+\.py)"
 _BANNER_SPAN = 2048  # the banner is the file's first comment block
 _CAMEL_BOUNDARY = r"(?<=[a-z0-9])(?=[A-Z])"
-_DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
 
 
-class Origin(namedtuple("Origin", ("path", "line", "inherited_from"), defaults=(None,))):
+class Origin(namedtuple("Origin", ("path", "line", "inherited_from", "via"), defaults=(None, ()))):
     """Where a generated statement comes from: the modular source, or a parent model's file that it inherits from."""
 
     __slots__ = ()
     path: str
     line: int | None
     inherited_from: str | None  # the parent's class or function, when the statement comes from a parent (default None)
+    # The generated parent files the statement passes through on its way from `path`, nearest first (default none):
+    # a regeneration of each from its own origin must give it too.
+    via: tuple[str, ...]
 
     def describe(self, generated: FilePath, modular: str) -> str:
         where = os.path.relpath(self.path, os.path.dirname(generated)) + (f":{self.line}" if self.line else "")
@@ -75,7 +79,7 @@ def origin(path: FilePath, text: str, line: int) -> Origin | None:
     if enclosing is not None:
         # Not in the source at all: the generator copied it from a parent model, a class with the model's name put
         # in, a function as it was.
-        kind = _same_kind(enclosing.name, modular, tree) if isinstance(enclosing, ast.ClassDef) else [enclosing.name]
+        kind = same_kind(enclosing.name, modular, tree) if isinstance(enclosing, ast.ClassDef) else [enclosing.name]
         return _from_parents(modular, tree, kind, statement) or Origin(modular, None)
     return Origin(modular, _find_line(modular, statement, tree))
 
@@ -106,22 +110,45 @@ def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePa
     seen = {_real(path) for path in files}
     extra: list[FilePath] = []
     roots: set[str] = set()
-    for path in files:
+    pending = list(files)
+    while pending:  # a generated parent added on the way brings its own origins
+        path = pending.pop(0)
         text = _generated_text(path)
         modular = modular_source(path, text) if text else None
         if text is None or modular is None:
             continue
         root = package_root(_real(path)) or os.path.dirname(_real(path))
-        origins = {modular} | {
-            found.path for d in check_source(str(path), text, settings) if (found := origin(path, text, d.start.line))
-        }
+        origins = {modular}
+        for finding in check_source(str(path), text, settings):
+            found = origin(path, text, finding.start.line)
+            origins |= {found.path, *found.via} if found else set()
         for source in sorted(origins):
             real = _real(source)
             if real not in seen and _within(real, root):
                 seen.add(real)
                 extra.append(source)
+                pending.append(source)
                 roots.add(root)
     return [*files, *extra], sorted(roots)
+
+
+def inherited_classes(path: FilePath, text: str, name: str) -> list[str]:
+    """The code of the parent models' classes that regeneration merges into the class `name` of `path` (whose text is
+    `text`): a modular source's, or a generated file's through its modular source. These are the bases of the modular
+    class that it imports from another model's file, first base first; the class takes the members it does not
+    define from them, so a rewrite of the class must agree with theirs. Empty for any other class or file."""
+    modular = str(path) if os.path.basename(path).startswith("modular_") else modular_source(path, text)
+    tree = parsed_text(text) if modular == str(path) else _parse(modular) if modular else None
+    if modular is None or tree is None:
+        return []
+    own = next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name), None)
+    parents = parent_files(modular, tree)
+    found = []
+    for base in own.bases if own else []:
+        node = _definition(parents[base.id], base.id) if isinstance(base, ast.Name) and base.id in parents else None
+        if isinstance(node, ast.ClassDef):
+            found.append(ast.get_source_segment(file_text(parents[base.id]), node) or "")
+    return found
 
 
 def package_root(path: str) -> str | None:
@@ -148,7 +175,7 @@ def _generated_text(path: FilePath) -> str | None:
 
 # A whole tree's findings point at the same few files (Llama's rotary class): read and parse each once. The cache
 # keys on the text, so that a file that a fix rewrote is read afresh.
-def _text(path: str) -> str:
+def file_text(path: str) -> str:
     try:
         return read_regular(path, SOURCE_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError):
@@ -156,7 +183,7 @@ def _text(path: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _tree(text: str) -> ast.Module | None:
+def parsed_text(text: str) -> ast.Module | None:
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError):
@@ -164,20 +191,20 @@ def _tree(text: str) -> ast.Module | None:
 
 
 def _parse(path: str) -> ast.Module | None:
-    return _tree(_text(path))
+    return parsed_text(file_text(path))
 
 
 def _enclosing_definition(text: str, line: int) -> Definition | None:
-    tree = _tree(text)
+    tree = parsed_text(text)
     for node in tree.body if tree else []:
-        if isinstance(node, _DEFINITIONS) and node.lineno <= line <= (node.end_lineno or node.lineno):
+        if isinstance(node, DEFINITIONS) and node.lineno <= line <= (node.end_lineno or node.lineno):
             return node
     return None
 
 
 def _find_line(path: str, statement: str, node: ast.AST) -> int | None:
     """The first line within `node` whose text, stripped, is `statement`."""
-    lines = _text(path).splitlines()
+    lines = file_text(path).splitlines()
     first, last = getattr(node, "lineno", 1), getattr(node, "end_lineno", None) or len(lines)
     for number in range(first, last + 1):
         if lines[number - 1].strip() == statement:
@@ -185,7 +212,7 @@ def _find_line(path: str, statement: str, node: ast.AST) -> int | None:
     return None
 
 
-def _parent_files(modular: str, tree: ast.Module) -> dict[str, str]:
+def parent_files(modular: str, tree: ast.Module) -> dict[str, str]:
     """Each name the modular source imports from another model's module (`from ..llama.modeling_llama import X`, or
     `from ..detr.image_processing_detr import Y`): its file."""
     names: dict[str, str] = {}
@@ -206,13 +233,16 @@ def _parent_files(modular: str, tree: ast.Module) -> dict[str, str]:
     return names
 
 
-def _same_kind(class_name: str, modular: str, tree: ast.Module) -> list[str]:
+def same_kind(
+    class_name: str, modular: str, tree: ast.Module, parse: Callable[[str], ast.Module | None] | None = None
+) -> list[str]:
     """Classes of the parent models named like `class_name` but for the model prefix (`LlamaRotaryEmbedding` for
-    `MistralRotaryEmbedding`), longest shared suffix first."""
-    parents = _parent_files(modular, tree)
+    `MistralRotaryEmbedding`), longest shared suffix first. `parse` gives a parent file's tree (from disk unless
+    given)."""
+    parents = parent_files(modular, tree)
     candidates = list(parents)
     for path in dict.fromkeys(parents.values()):  # in import order, not a set's: the same answer on every run
-        parent_tree = _parse(path)
+        parent_tree = (parse or _parse)(path)
         candidates += [node.name for node in parent_tree.body if isinstance(node, ast.ClassDef)] if parent_tree else []
     words = re.split(_CAMEL_BOUNDARY, class_name)
     for cut in range(1, len(words)):
@@ -224,7 +254,7 @@ def _same_kind(class_name: str, modular: str, tree: ast.Module) -> list[str]:
 
 
 def _from_parents(modular: str, tree: ast.Module, bases: list[str], statement: str) -> Origin | None:
-    parents = _parent_files(modular, tree)
+    parents = parent_files(modular, tree)
     files = set(parents.values())
     for base in bases:
         # An imported base is looked up in its file; what the generator pulled in, in every parent file.
@@ -233,16 +263,17 @@ def _from_parents(modular: str, tree: ast.Module, bases: list[str], statement: s
             found = _find_line(path, statement, node) if node else None
             if found:
                 # A generated parent got the statement from its own origin: follow it there.
-                deeper = origin(path, _text(path), found)
+                deeper = origin(path, file_text(path), found)
                 if deeper is not None and deeper.line is not None:
-                    return Origin(deeper.path, deeper.line, inherited_from=deeper.inherited_from or base)
+                    via = (path, *deeper.via) if deeper.path != path else deeper.via
+                    return Origin(deeper.path, deeper.line, deeper.inherited_from or base, via)
                 return Origin(path, found, inherited_from=base)
     return None
 
 
 def _definition(path: str, name: str) -> Definition | None:
     tree = _parse(path)
-    return next((n for n in tree.body if isinstance(n, _DEFINITIONS) and n.name == name), None) if tree else None
+    return next((n for n in tree.body if isinstance(n, DEFINITIONS) and n.name == name), None) if tree else None
 
 
 def _folders_above(path: str) -> list[str]:

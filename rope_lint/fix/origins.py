@@ -1,0 +1,75 @@
+"""A generated transformers file's fixes written as its origins' fixes are, so that regeneration reproduces them.
+
+A statement of a generated `modeling_X.py` is copied from its modular source, or from a parent model's file
+(`transformers.generated.origin`). The fix edits that origin too, and writes there what the origin's imports spell
+(`nn.functional.softplus` under `from torch import nn`); the generated file, which may import more (`import
+torch.nn.functional as F`), must get the same spelling, or regenerating it from the fixed origin gives another file.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from rope_lint.diagnostics import Diagnostic
+from rope_lint.engine import Settings, check_source
+from rope_lint.fix.names import ModuleNames
+from rope_lint.rules.base import ClassRewrite
+from rope_lint.transformers import generated
+
+_ROOT_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
+_CACHED_ORIGINS = 16  # the origins of one generated file: its modular source and a few parent models
+
+
+def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settings: Settings) -> list[Diagnostic]:
+    """`findings` of the file `path` (text `text`), each fix replaced by the fix of the same finding at its origin
+    where the two spell a name differently and the origin's spelling means the same here. Unchanged for a file that
+    is not generated, a class codemod (which rewrites every copy alike), or a finding without a match."""
+    if generated.modular_source(path, text) is None:
+        return findings
+    origins: dict[str, tuple[list[Diagnostic], ModuleNames]] = {}
+    here: ModuleNames | None = None
+    lines = text.splitlines()
+    result = []
+    for finding in findings:
+        fix = finding.fix
+        found = None
+        if fix is not None and not isinstance(fix.payload, ClassRewrite):
+            found = generated.origin(path, text, finding.start.line)
+        if fix is None or found is None or found.line is None or found.path == str(path):
+            result.append(finding)
+            continue
+        if found.path not in origins and len(origins) < _CACHED_ORIGINS:
+            origin_text = generated.file_text(found.path)
+            tree = generated.parsed_text(origin_text)
+            checked = check_source(found.path, origin_text, settings) if tree else []
+            origins[found.path] = (checked, ModuleNames(origin_text, tree or ast.Module([], [])))
+        checked, there = origins.get(found.path, ([], None))
+        origin_lines = generated.file_text(found.path).splitlines()
+        shift = _indent(origin_lines[found.line - 1]) - _indent(lines[finding.start.line - 1])
+        twin = next(
+            (
+                other
+                for other in checked
+                if other.code == finding.code
+                and other.start == (found.line, finding.start.column + shift)
+                and other.fix is not None
+            ),
+            None,
+        )
+        if twin is not None and twin.fix != fix and there is not None:
+            here = here or ModuleNames(text, generated.parsed_text(text) or ast.Module([], []))
+            if all(here.meant.get(name) == there.meant.get(name) for name in _roots(twin.fix.payload)):
+                finding = finding._replace(fix=twin.fix)
+        result.append(finding)
+    return result
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _roots(payload: tuple | None) -> set[str]:
+    """The names that the code written by a fix payload starts its lookups from (`nn` of `nn.functional.softplus`)."""
+    return {name for value in payload or () if isinstance(value, str) for name in _ROOT_NAME.findall(value)}

@@ -1,0 +1,431 @@
+"""Whether a fixed transformers tree still regenerates to itself: the regeneration-equivalence check (RPL905).
+
+transformers' CI regenerates every `modeling_X.py` from its `modular_X.py` and fails on any difference, so an edit of
+a generated file lasts only if regeneration from the (fixed) modular source and the parent models it imports gives
+it back. This module models what regeneration copies, on the stdlib syntax tree (comments and formatting aside):
+
+- a class or function that the modular source defines comes from there; a class it subclasses from a parent model's
+  file is merged into it, the parent's members first, with the parent model's name replaced by this model's, and a
+  member of its own that calls `super().<member>(...)` gets the parent's body in place of that call;
+- a class or function that the modular source does not define was pulled in from a parent model's file: the one of
+  the same kind (`LlamaRotaryEmbedding` for `MistralRotaryEmbedding`), renamed the same way.
+
+The model is this project's own and approximate, so only what a fix broke is reported: a member of a generated file
+whose modelled regeneration matched the file before the fix and differs after it, a member the fix changed whose
+origin did not change, and a class whose regenerated members read a `self.X` attribute after the fix that none of
+them (or a base in the file) defines, where that read was not undefined before.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
+from rope_lint.transformers import generated
+
+# A class's members: each method or class-level name, with its code and the file it comes from.
+Members = dict[str, tuple[ast.stmt, str]]
+_STORING_CALLS = ("register_buffer", "register_parameter", "register_module", "add_module")
+_NAME_DEPTH = 8  # bases followed within a file: deeper than any real hierarchy, and a guard against a cycle
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A definition of a generated file that regeneration would not give back after the fix."""
+
+    path: str  # the generated file
+    line: int
+    name: str  # `Class.member`, `Class` or `function`
+    reason: str
+    group: tuple[str, ...]  # the files whose fixes go or stay together: the generated file, its origins
+
+    def finding(self) -> Diagnostic:
+        message = (
+            f"`{self.name}` is not what regeneration from its modular source gives after the fix ({self.reason}); "
+            "transformers' modular converter would rewrite it, so the fix of "
+            + ", ".join(dict.fromkeys(os.path.basename(path) for path in self.group))
+            + " is not written"
+        )
+        position = Position(self.line, 0)
+        return Diagnostic(_shown(self.path), REGENERATION_DIFFERS, "regeneration-differs", message, position, position)
+
+
+class TreeView:
+    """A transformers tree as it is on disk, but for the files in `texts` (resolved paths): the tree before a fix
+    (original texts) or after it (fixed texts not written yet)."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.texts = texts
+        self._trees: dict[str, ast.Module | None] = {}
+        self._lines: dict[str, list[str]] = {}
+        self.renamed: dict[tuple[str, ...], ast.stmt | None] = {}  # parent definitions as renamed for a child
+        self._normal: dict[int, tuple[ast.AST, str]] = {}  # by id, holding the node so that the id stays its own
+
+    def text(self, path: str) -> str:
+        real = os.path.realpath(path)
+        return self.texts[real] if real in self.texts else generated.file_text(real)
+
+    def tree(self, path: str) -> ast.Module | None:
+        real = os.path.realpath(path)
+        if real not in self._trees:
+            self._trees[real] = generated.parsed_text(self.text(real))
+        return self._trees[real]
+
+    def normal(self, node: ast.AST) -> str:
+        """The code as regeneration must give it: docstrings aside, which the converter merges its own way."""
+        if id(node) not in self._normal:
+            self._normal[id(node)] = (node, _normal(node))
+        return self._normal[id(node)][1]
+
+    def segment(self, path: str, node: ast.stmt) -> str:
+        """The code of a top-level statement of `path` (`ast.get_source_segment`, which splits the file every time)."""
+        real = os.path.realpath(path)
+        if real not in self._lines:
+            self._lines[real] = self.text(real).splitlines(keepends=True)
+        return "".join(self._lines[real][node.lineno - 1 : node.end_lineno])
+
+
+def violations(before: dict[str, str], after: dict[str, str]) -> list[Violation]:
+    """What the fix that turned each file of `before` (resolved path: text) into its text in `after` broke of
+    regeneration: every generated file that changed, or whose modular source changed, is checked."""
+    old, new = TreeView(before), TreeView(after)
+    changed = [path for path in after if before.get(path) != after[path]]
+    found: list[Violation] = []
+    for path in sorted(_generated_files(changed, new)):
+        found += _file_violations(path, old, new)
+    return found
+
+
+def checked_outcomes(texts: Sequence[tuple[str, str, str]], drop: Callable[[set[str], str], None]) -> list[Diagnostic]:
+    """Check the fix of each (path, before, after), and drop the fixes of every group that breaks regeneration with
+    `drop(paths, reason)`, until what is left breaks nothing: dropping a parent model's fix can break a child that
+    followed it. The findings of every violation found, each once."""
+    before = {os.path.realpath(path): old for path, old, _ in texts}
+    after = {os.path.realpath(path): new for path, _, new in texts}
+    shown = {os.path.realpath(path): path for path, _, _ in texts}
+    found: dict[Violation, None] = {}
+    while violated := violations(before, after):
+        found.update(dict.fromkeys(violated))
+        dropped = {
+            path for violation in violated for path in violation.group if after.get(path, "") != before.get(path, "")
+        }
+        if not dropped:
+            break
+        drop({shown[path] for path in dropped}, "breaks regeneration from the modular source (RPL905)")
+        for path in dropped:
+            after[path] = before[path]
+    return [violation.finding() for violation in found]
+
+
+def _generated_files(changed: list[str], view: TreeView) -> set[str]:
+    """The generated files among `changed`, and those whose modular source is among them."""
+    found = set()
+    for path in changed:
+        text = view.text(path)
+        if generated.modular_source(path, text) is not None:
+            found.add(path)
+        elif os.path.basename(path).startswith("modular_"):
+            folder = os.path.dirname(path)
+            for name in sorted(os.listdir(folder)):
+                candidate = os.path.join(folder, name)
+                if name.endswith(".py") and generated.modular_source(candidate, view.text(candidate)) == path:
+                    found.add(candidate)
+    return found
+
+
+def _file_violations(path: str, old: TreeView, new: TreeView) -> list[Violation]:
+    modular = generated.modular_source(path, new.text(path))
+    before, after, modular_tree = old.tree(path), new.tree(path), new.tree(modular) if modular else None
+    if modular is None or before is None or after is None or modular_tree is None:
+        return []
+    old_definitions, found = _definitions(before), []
+    for name, node in _definitions(after).items():
+        previous = old_definitions.get(name)
+        recipe_before, recipe_after = _recipe(old, modular, name), _recipe(new, modular, name)
+        if previous is None or recipe_before is None or recipe_after is None:
+            continue
+        unchanged = old.segment(path, previous) == new.segment(path, node)
+        if unchanged and _sources(old, modular, recipe_before) == _sources(new, modular, recipe_after):
+            continue
+        expected_before = _expected(old, path, modular, recipe_before)
+        expected_after = _expected(new, path, modular, recipe_after)
+        if isinstance(node, ast.ClassDef) and isinstance(previous, ast.ClassDef):
+            found += _class_violations(path, modular, node, previous, expected_before, expected_after, old, new)
+        elif not isinstance(node, ast.ClassDef) and name in expected_before and name in expected_after:
+            (want_before, _), (want_after, origin) = expected_before[name], expected_after[name]
+            reason = _differs(new, previous, node, want_before, want_after)
+            if reason:
+                found.append(Violation(path, node.lineno, name, reason, (path, modular, origin)))
+    return found
+
+
+def _class_violations(
+    path: str,
+    modular: str,
+    node: ast.ClassDef,
+    previous: ast.ClassDef,
+    expected_before: Members,
+    expected_after: Members,
+    old: TreeView,
+    new: TreeView,
+) -> list[Violation]:
+    found = []
+    have_before, have_after = _members(previous, path), _members(node, path)
+    changed = False
+    for member, (code, _) in have_after.items():
+        if member not in have_before or member not in expected_before or member not in expected_after:
+            continue
+        (want_before, _), (want_after, origin) = expected_before[member], expected_after[member]
+        reason = _differs(new, have_before[member][0], code, want_before, want_after)
+        changed = (
+            changed
+            or new.normal(want_before) != new.normal(want_after)
+            or new.normal(have_before[member][0]) != new.normal(code)
+        )
+        if reason:
+            found.append(Violation(path, code.lineno, f"{node.name}.{member}", reason, (path, modular, origin)))
+    if not changed:
+        return found
+    inherited_before = _defined_by_bases(node, old.tree(path))
+    inherited_after = _defined_by_bases(node, new.tree(path))
+    for members, members_before in ((expected_after, expected_before), (have_after, have_before)):
+        undefined = _undefined_reads(members, inherited_after) - _undefined_reads(members_before, inherited_before)
+        if undefined:
+            origins = tuple(dict.fromkeys([path, modular, *(origin for _, origin in members.values())]))
+            names = ", ".join(f"self.{name}" for name in sorted(undefined))
+            reason = f"its members read {names}, which none of them defines"
+            found.append(Violation(path, node.lineno, node.name, reason, origins))
+            break
+    return found
+
+
+def _differs(
+    view: TreeView, have_before: ast.AST, have_after: ast.AST, want_before: ast.AST, want_after: ast.AST
+) -> str | None:
+    """Why the fixed member is not what regeneration gives, or None. Where the model of regeneration did not give the
+    member before the fix either, only a change that its origin did not make is known to be lost."""
+    normal = view.normal
+    same_before = normal(have_before) == normal(want_before)
+    if same_before and normal(have_after) != normal(want_after):
+        return "its code differs from what its origin gives after the fix"
+    if not same_before and normal(have_before) != normal(have_after) and normal(want_before) == normal(want_after):
+        return "the fix changed it, and not its origin"
+    return None
+
+
+class _Recipe(NamedTuple):
+    """Where regeneration takes a top-level definition from: the modular source's own definition of that name (or
+    None), merged over the parent definitions (file, name in it, name in the child), first to last."""
+
+    own: ast.stmt | None
+    parents: tuple[tuple[str, str, str], ...]
+
+
+def _recipe(view: TreeView, modular: str, name: str) -> _Recipe | None:
+    """How regeneration gives the top-level `name` of a generated file from its modular source; None where the model
+    cannot tell."""
+    tree = view.tree(modular)
+    if tree is None:
+        return None
+    parents = generated.parent_files(modular, tree)
+    own = next((node for node in tree.body if isinstance(node, generated.DEFINITIONS) and node.name == name), None)
+    if isinstance(own, ast.ClassDef):
+        bases = [base.id for base in reversed(own.bases) if isinstance(base, ast.Name) and base.id in parents]
+        return _Recipe(own, tuple((parents[base], base, name) for base in bases))
+    if own is not None:
+        return _Recipe(own, ())
+    # Not in the modular source: pulled in from a parent model's file, renamed.
+    candidates = generated.same_kind(name, modular, tree, view.tree) if re.match(r"[A-Z]", name) else [name]
+    for candidate in candidates:
+        for parent in dict.fromkeys(parents.values()):
+            if _top_level(view, parent, candidate) is not None:
+                return _Recipe(None, ((parent, candidate, name),))
+    return None
+
+
+def _sources(view: TreeView, modular: str, recipe: _Recipe) -> list[str]:
+    """The code that a recipe reads: what decides whether the fix changed a definition's origin."""
+    read = [(modular, recipe.own), *((path, _top_level(view, path, name)) for path, name, _ in recipe.parents)]
+    return [view.segment(path, node) if node else "" for path, node in read]
+
+
+def _expected(view: TreeView, path: str, modular: str, recipe: _Recipe) -> Members:
+    """What regeneration gives for a top-level definition of the generated file `path`, following `recipe`: a
+    function as one member named like it, a class as its members."""
+    members: Members = {}
+    for parent, name, new_name in recipe.parents:
+        renamed = _renamed_definition(view, parent, name, new_name, path)
+        if isinstance(renamed, ast.ClassDef):
+            members.update(_members(renamed, parent))
+        elif renamed is not None:
+            members[new_name] = (renamed, parent)
+    if isinstance(recipe.own, ast.ClassDef):
+        for member, (code, origin) in _members(recipe.own, modular).items():
+            inherited = members.get(member)
+            members[member] = (_with_super_inlined(code, inherited[0]) if inherited else code, origin)
+    elif recipe.own is not None:
+        members[recipe.own.name] = (recipe.own, modular)
+    return members
+
+
+def _top_level(view: TreeView, path: str, name: str) -> ast.stmt | None:
+    tree = view.tree(path)
+    definitions = tree.body if tree else []
+    return next((n for n in definitions if isinstance(n, generated.DEFINITIONS) and n.name == name), None)
+
+
+def _renamed_definition(view: TreeView, parent: str, name: str, new_name: str, generated_path: str) -> ast.stmt | None:
+    """The top-level definition `name` of the parent model's file, as the child model's file gets it."""
+    key = (parent, name, new_name, os.path.dirname(generated_path))
+    if key not in view.renamed:
+        node = _top_level(view, parent, name)
+        code = _renamed(view.segment(parent, node), _renames(name, new_name, parent, generated_path)) if node else ""
+        try:
+            body = ast.parse(code).body
+        except (SyntaxError, ValueError):
+            body = []
+        view.renamed[key] = body[0] if body else None
+    return view.renamed[key]
+
+
+def _renames(name: str, new_name: str, parent: str, generated_path: str) -> list[tuple[str, str]]:
+    """The parent model's name and this model's, in each casing: the prefixes that the class names differ by (with
+    their common ending cut), and the two models' folder names, in lower and upper case."""
+    renames = []
+    ending = 0
+    while ending < min(len(name), len(new_name)) and name[-1 - ending] == new_name[-1 - ending]:
+        ending += 1
+    old_prefix, new_prefix = name[: len(name) - ending], new_name[: len(new_name) - ending]
+    if old_prefix and old_prefix != new_prefix:
+        renames.append((old_prefix, new_prefix))
+    old_model = os.path.basename(os.path.dirname(parent))
+    new_model = os.path.basename(os.path.dirname(generated_path))
+    if old_model != new_model:
+        renames += [(old_model, new_model), (old_model.upper(), new_model.upper())]
+    return renames
+
+
+def _renamed(code: str, renames: list[tuple[str, str]]) -> str:
+    for old, new in renames:
+        code = re.sub(rf"(?<![A-Za-z0-9]){re.escape(old)}" if old[:1].isupper() else re.escape(old), new, code)
+    return code
+
+
+def _members(cls: ast.ClassDef, origin: str) -> Members:
+    members: Members = {}
+    for statement in cls.body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            members[statement.name] = (statement, origin)
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            if isinstance(statement.targets[0], ast.Name):
+                members[statement.targets[0].id] = (statement, origin)
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            members[statement.target.id] = (statement, origin)
+    return members
+
+
+def _with_super_inlined(code: ast.stmt, inherited: ast.stmt) -> ast.stmt:
+    """A member that calls `super().<member>(...)` as a statement or returns what it gives, with the inherited member's
+    body in that place."""
+    if not isinstance(code, ast.FunctionDef | ast.AsyncFunctionDef) or not isinstance(
+        inherited, ast.FunctionDef | ast.AsyncFunctionDef
+    ):
+        return code
+    body: list[ast.stmt] = []
+    for statement in code.body:
+        call = statement.value if isinstance(statement, ast.Expr | ast.Return) else None
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == code.name
+            and isinstance(call.func.value, ast.Call)
+            and isinstance(call.func.value.func, ast.Name)
+            and call.func.value.func.id == "super"
+        ):
+            body += _without_docstring(inherited.body)
+        else:
+            body.append(statement)
+    merged = copy.copy(code)
+    merged.body = body
+    return merged
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0] if body else None
+    is_docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+    return body[1:] if is_docstring and isinstance(first.value.value, str) else body
+
+
+def _normal(node: ast.AST) -> str:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        node = copy.copy(node)
+        node.body = _without_docstring(node.body)
+    return ast.dump(node)
+
+
+def _undefined_reads(members: Members, inherited: set[str]) -> set[str]:
+    """The `self.X` attributes that the members read and none of them (nor `inherited`) defines."""
+    defined = set(members) | inherited
+    read = set()
+    for code, _ in members.values():
+        defined |= _stored(code)
+        for node in ast.walk(code):
+            if _is_self_attribute(node) and isinstance(node.ctx, ast.Load):
+                read.add(node.attr)
+    return read - defined
+
+
+def _stored(code: ast.AST) -> set[str]:
+    """The attributes that `code` defines on `self`: assigned, registered, or set through `setattr`."""
+    stored = set()
+    for node in ast.walk(code):
+        if _is_self_attribute(node) and not isinstance(node.ctx, ast.Load):
+            stored.add(node.attr)
+        elif isinstance(node, ast.Call) and node.args:
+            func, first = node.func, node.args[0]
+            registers = isinstance(func, ast.Attribute) and func.attr in _STORING_CALLS
+            sets = isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) > 1
+            name = node.args[1] if sets else first
+            if (registers or sets) and isinstance(name, ast.Constant) and isinstance(name.value, str):
+                stored.add(name.value)
+    return stored
+
+
+def _is_self_attribute(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _defined_by_bases(cls: ast.ClassDef, tree: ast.Module | None) -> set[str]:
+    """What the bases of `cls` that its own file defines define on `self`, and their bases', and so on."""
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)} if tree else {}
+    defined: set[str] = set()
+    pending = [base.id for base in cls.bases if isinstance(base, ast.Name)]
+    seen: set[str] = set()
+    while pending and len(seen) < _NAME_DEPTH:
+        name = pending.pop()
+        base = classes.get(name)
+        if base is None or name in seen:
+            continue
+        seen.add(name)
+        defined |= set(_members(base, "")) | _stored(base)
+        pending += [parent.id for parent in base.bases if isinstance(parent, ast.Name)]
+    return defined
+
+
+def _definitions(tree: ast.Module) -> dict[str, generated.Definition]:
+    return {node.name: node for node in tree.body if isinstance(node, generated.DEFINITIONS)}
+
+
+def _shown(path: str) -> str:
+    """The path relative to the working folder when it lies under it, as paths given on the command line print."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith(os.pardir) else relative
