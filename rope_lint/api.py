@@ -154,12 +154,14 @@ def fix(
     from, so that a regeneration keeps the fix. Every file is checked afresh (no result cache).
 
     Out: a `FixReport`: the findings fixed; those left after the fix, in the order of `check`, with an RPL904
-    finding for each `# Copied from` copy that matched its source before a rewrite and does not now; the files a fix
-    could not be applied to (left as they were), and counts; with `verify`, what was verified. Raises `RunError`.
+    finding for each `# Copied from` copy that matched its source before a rewrite and does not now, and an RPL905
+    finding for each definition of a generated transformers file that regeneration from its fixed modular source
+    would not give back (the fix of its group is not written); the files a fix could not be applied to (left as they
+    were), and counts; with `verify`, what was verified. Raises `RunError`.
     """
     from pathlib import Path
 
-    from rope_lint.fix.apply import fix_file
+    from rope_lint.fix.apply import fix_file, regeneration_kept, with_held_fix_written
     from rope_lint.fix.write import remove_stale_temporaries, why_not_writable, writable_roots
     from rope_lint.output.fix_report import FixReport
     from rope_lint.transformers import generated
@@ -176,17 +178,23 @@ def fix(
     files = [Path(path) for path in with_origins if path not in refused]
     if not diff:
         remove_stale_temporaries(files)
-    # With `verify` the fixed texts are held back, and written only once verified.
-    outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=verify), files)
+    # The fixed texts are held back: written once verified (with `verify`), and kept only where a transformers tree
+    # still regenerates to them.
+    outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=True), files)
     verifications = None
     if verify:
         from rope_lint.verify.run import verified_outcomes
 
         outcomes, verifications = verified_outcomes(outcomes, write=not diff, models=verify_models)
+    elif not diff:
+        outcomes = [with_held_fix_written(o) if o.held is not None else o for o in outcomes]
+    outcomes, regenerated = regeneration_kept(outcomes)
     originals = {Path(o.path): o.original for o in outcomes if o.original is not None}
     groups, diverged = diverged_by_fix(originals) if originals else (0, [])
     unfixed = [d for path in refused for d in check_file(path, settings)]
-    remaining = sorted([*(d for o in outcomes for d in o.remaining), *unfixed, *diverged], key=lambda d: d.sort_key)
+    remaining = sorted(
+        [*(d for o in outcomes for d in o.remaining), *unfixed, *diverged, *regenerated], key=lambda d: d.sort_key
+    )
     return FixReport(
         fixed=[d for o in outcomes for d in o.fixed],
         remaining=_without_ignored_errors(generated.annotated(remaining), config),
