@@ -13,7 +13,10 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    A `# Copied from` copy goes its source's way: where the source keeps a table as a persistent buffer and
    the copy registers it otherwise (under `# Ignore copy`, say `persistent=False`), the copy's buffer stays
    too and gets the float32 copy, so that both classes read `self.<name>_fp32` and stay copies
-   (`rope_lint/transformers/copies.py`). This needs the file's path, which rope-lint and `libcst.tool` both give.
+   (`rope_lint/transformers/copies.py`). So does a class of a transformers modular source (or of the file generated
+   from it) with the parent model's class it subclasses there: regeneration merges the parent's members into it, so
+   it keeps the parent's persistent buffers, and its methods read the tables the parent's `__init__` stores
+   (`rope_lint/transformers/generated.py`). This needs the file's path, which rope-lint and `libcst.tool` both give.
    A buffer kept this way is registered on the default device, where the original put it: left on the CPU, it
    would stay there in a model built under `with torch.device("meta")` or `torch.set_default_device(...)`.
 2. The cast on the way into a table goes: `emb.cos().to(dtype)` -> `emb.cos()` (float32).
@@ -54,6 +57,7 @@ from libcst.codemod import VisitorBasedCodemodCommand
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.rotary import LOW_PRECISION_CAST_METHODS, is_table_name, reachable_from_init
 from rope_lint.rules.edits import EQUAL, with_keyword
+from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
 _FP32_SUFFIX = "_fp32"
@@ -65,30 +69,36 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rotary = rotary_class_names(tree)
         movable = movable_class_names(tree, rotary)
-        tree = tree.visit(_TableStores(self._kept_by_sources(movable), rotary - movable, movable))
-        return tree.visit(_RotaryClassRewrite(movable))
+        copied, inherited = self._sources(movable)
+        kept = {
+            name: tables
+            for name in movable
+            if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
+        }
+        tree = tree.visit(_TableStores(kept, rotary - movable, movable))
+        return tree.visit(_RotaryClassRewrite(movable, {name: _inherited_tables(inherited[name]) for name in movable}))
 
-    def _kept_by_sources(self, classes: set[str]) -> dict[str, set[str]]:
-        """For each of `classes` that is a `# Copied from` copy: the tables its sources keep as persistent buffers.
+    def _sources(self, classes: set[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """For each of `classes`: the code of its `# Copied from` sources, and of the parent models' classes that
+        regenerating it from a modular source merges into it (`transformers.generated.inherited_classes`). Its
+        rewrite goes their way: it keeps the tables they keep as persistent buffers, and reads the tables they store.
 
         The module may be a run of the file's statements without the comments above them (rope-lint edits only the
-        statements with findings), so the copy comments are read from the file itself.
+        statements with findings), so the copy comments and imports are read from the file itself.
         """
+        copied: dict[str, list[str]] = {name: [] for name in classes}
+        inherited: dict[str, list[str]] = {name: [] for name in classes}
         if not self.context.filename:
-            return {}
+            return copied, inherited
         path = Path(self.context.filename)
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
-            return {}
-        if "Copied from" not in text:
-            return {}
-        kept = {}
+            return copied, inherited
         for name in classes:
-            tables = {table for code in source_chain(path, text, name) for table in _persistent_buffers(code)}
-            if tables:
-                kept[name] = tables
-        return kept
+            copied[name] = source_chain(path, text, name) if "Copied from" in text else []
+            inherited[name] = generated.inherited_classes(path, text, name)
+        return copied, inherited
 
 
 def rotary_class_names(module: cst.Module) -> set[str]:
@@ -379,9 +389,10 @@ _DEVICE_FOLLOWING_MODULES = frozenset({"torch", "math", "self"})
 class _RotaryClassRewrite(cst.CSTTransformer):
     """Steps 3 to 5, inside rotary classes."""
 
-    def __init__(self, rotary: set[str]) -> None:
+    def __init__(self, rotary: set[str], inherited: dict[str, tuple[set[str], set[str]]]) -> None:
         super().__init__()
         self.rotary = rotary
+        self.inherited = inherited  # per class: the tables its parent models' classes store, and those kept persistent
         self.class_stack: list[str] = []
         self.construction: set[str] = set()  # __init__ and the methods it reaches
         self.tables: set[str] = set()  # tables the construction stores: plain CPU attributes from now on
@@ -398,8 +409,11 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         self.class_stack.append(node.name.value)
         if node.name.value in self.rotary:
             self.construction = _construction_methods(node)
-            self.tables = _construction_tables(node, self.construction)
-            self.persistent = {name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)}
+            tables, persistent = self.inherited.get(node.name.value, (set(), set()))
+            self.tables = _construction_tables(node, self.construction) | tables
+            self.persistent = persistent | {
+                name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)
+            }
             parsed = next(cls for cls in ast.parse(textwrap.dedent(_code(node))).body if isinstance(cls, ast.ClassDef))
             self.devices = {method.name: rotary.device_source(method) for method in rotary.methods(parsed)}
         return True
@@ -644,6 +658,23 @@ def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
                 if is_table_name(target.attr.value) and not m.matches(assign.value, m.Name("None")):
                     tables.add(target.attr.value)
     return tables
+
+
+def _inherited_tables(codes: list[str]) -> tuple[set[str], set[str]]:
+    """The tables that the construction of the classes `codes` stores, and those they keep as persistent buffers (read
+    through their float32 copy once rewritten): what a class that inherits from them reads."""
+    tables: set[str] = set()
+    persistent: set[str] = set()
+    for code in codes:
+        try:
+            module = cst.parse_module(textwrap.dedent(code))
+        except cst.ParserSyntaxError:
+            continue
+        for cls in module.body:
+            if isinstance(cls, cst.ClassDef):
+                tables |= _construction_tables(cls, _construction_methods(cls))
+        persistent |= _persistent_buffers(code)
+    return tables | {name + _FP32_SUFFIX for name in persistent}, persistent
 
 
 def _construction_methods(cls: cst.ClassDef) -> set[str]:
