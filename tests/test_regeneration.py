@@ -1,0 +1,182 @@
+"""The regeneration-equivalence check of a transformers fix (issue 18, RPL905): every generated file that a fix changed
+must be what regeneration from its fixed modular source and parent models gives, or the fix of that group is not
+written. The fixture tree (fixtures/transformers-regeneration) holds one model per shape of code that the fix got
+wrong before: a child keeping its own `__init__` while inheriting `forward` (beta), a child inheriting `__init__` while
+writing its own `forward` (gamma), a generated file that imports more than its modular source (delta), and a stale
+generated file whose modular source already differs (epsilon)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import REPO, rope_lint
+from releases import AcceptanceRun
+
+from rope_lint import api
+from rope_lint.diagnostics import REGENERATION_DIFFERS
+from rope_lint.transformers import generated, regeneration
+
+FIXTURE = REPO / "fixtures" / "transformers-regeneration"
+MODELS = ("alpha", "beta", "gamma", "delta")  # the models whose fix regenerates; epsilon is the stale one
+
+
+def tree(tmp_path: Path, models: tuple[str, ...] = MODELS) -> Path:
+    """A copy of the fixture package with `models` only."""
+    package = tmp_path / "transformers"
+    shutil.copytree(FIXTURE / "transformers", package)
+    for folder in (package / "models").iterdir():
+        if folder.is_dir() and folder.name not in models:
+            shutil.rmtree(folder)
+    return package
+
+
+def texts(package: Path) -> dict[Path, str]:
+    return {path: path.read_text() for path in sorted(package.rglob("*.py"))}
+
+
+def member(path: Path, cls: str, name: str) -> ast.AST:
+    """A method of a top-level class, as code (ast, so that line breaks and comments do not count)."""
+    module = ast.parse(path.read_text())
+    found = next(node for node in module.body if isinstance(node, ast.ClassDef) and node.name == cls)
+    return next(node for node in found.body if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def same(first: ast.AST, second: ast.AST) -> bool:
+    return ast.dump(first) == ast.dump(second)
+
+
+def test_the_fix_of_each_shape_regenerates(tmp_path: Path) -> None:
+    package = tree(tmp_path)
+    before = texts(package)
+    result = rope_lint("fix", "--unsafe-fixes", str(package))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert REGENERATION_DIFFERS not in result.stdout
+    models = package / "models"
+    after = texts(package)
+    changed = {path.relative_to(package).as_posix() for path in after if after[path] != before[path]}
+    assert changed == {
+        "models/alpha/modeling_alpha.py",
+        "models/beta/modular_beta.py",
+        "models/beta/modeling_beta.py",
+        "models/gamma/modular_gamma.py",
+        "models/gamma/modeling_gamma.py",
+        "models/delta/modular_delta.py",
+        "models/delta/modeling_delta.py",
+    }
+    # beta keeps its own `__init__` and inherits alpha's `forward`, which reads the float32 copy of alpha's
+    # persistent buffer: beta's `__init__` keeps its buffer too and defines that copy, in both of beta's files.
+    alpha, beta = models / "alpha" / "modeling_alpha.py", models / "beta"
+    for path in (beta / "modular_beta.py", beta / "modeling_beta.py"):
+        init = ast.unparse(member(path, "BetaRotaryEmbedding", "__init__"))
+        assert "self.inv_freq_fp32 = inv_freq" in init and "persistent=False" in init
+    alpha_forward = ast.unparse(member(alpha, "AlphaRotaryEmbedding", "forward"))
+    assert "self.inv_freq_fp32" in alpha_forward
+    assert ast.unparse(member(beta / "modeling_beta.py", "BetaRotaryEmbedding", "forward")) == alpha_forward
+    # gamma inherits `__init__` (a table that becomes a plain attribute) and writes its own `forward`: the modular
+    # source's `forward` moves the table to the input's device as the generated file's does.
+    gamma = models / "gamma"
+    for method in ("forward", "_phases"):
+        modular = member(gamma / "modular_gamma.py", "GammaTimeRotaryEmbedding", method)
+        assert same(modular, member(gamma / "modeling_gamma.py", "GammaTimeRotaryEmbedding", method))
+    assert "self.inv_freq.to(timestamps.device)" in ast.unparse(
+        member(gamma / "modular_gamma.py", "GammaTimeRotaryEmbedding", "forward")
+    )
+    # delta's generated file imports `torch.nn.functional as F`, its modular source only `nn`: both get the modular
+    # source's spelling.
+    delta = models / "delta"
+    for path in (delta / "modular_delta.py", delta / "modeling_delta.py"):
+        assert "nn.functional.softplus(gate)" in path.read_text()
+        assert "F.softplus" not in path.read_text()
+    originals = {str(path.resolve()): before[path] for path in after if after[path] != before[path]}
+    assert regeneration.violations(originals, {path: Path(path).read_text() for path in originals}) == []
+
+
+def test_a_stale_generated_file_is_reported_and_left_as_it_was(tmp_path: Path) -> None:
+    """epsilon's modular source spells `softplus` already while its generated file still computes `log(1 + exp(x))`:
+    the fix of the generated file alone would be reverted by regeneration."""
+    package = tree(tmp_path, ("epsilon",))
+    before = texts(package)
+    result = rope_lint("fix", "--unsafe-fixes", str(package))
+    assert result.returncode == 2
+    assert f"modeling_epsilon.py:16:1: {REGENERATION_DIFFERS} `EpsilonDecayGate.forward`" in result.stdout
+    assert "the fix changed it, and not its origin" in result.stdout
+    assert "breaks regeneration from the modular source (RPL905)" in result.stderr
+    assert texts(package) == before
+
+
+def without_parents(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rope codemod rewrites each class from its own code, as if no parent model's class were merged into it."""
+    monkeypatch.setattr(generated, "inherited_classes", lambda path, text, name: [])
+
+
+def without_origin_spelling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generated file's fix is spelled from its own imports (`F.softplus`)."""
+    monkeypatch.setattr("rope_lint.fix.apply.spelled_as_origins", lambda path, text, findings, settings: findings)
+
+
+@pytest.mark.parametrize(
+    ("models", "broken", "reported"),
+    [
+        (
+            ("alpha", "beta"),
+            without_parents,
+            [
+                "`BetaRotaryEmbedding` is not what regeneration from its modular source gives after the fix (its "
+                "members read self.inv_freq_fp32, which none of them defines)",
+                "`BetaRotaryEmbedding.forward` is not what regeneration from its modular source gives after the fix "
+                "(its code differs from what its origin gives after the fix)",
+            ],
+        ),
+        (
+            ("alpha", "gamma"),
+            without_parents,
+            [
+                "`GammaTimeRotaryEmbedding.forward` is not what regeneration from its modular source gives after the "
+                "fix (its code differs from what its origin gives after the fix)"
+            ],
+        ),
+        (
+            ("delta",),
+            without_origin_spelling,
+            [
+                "`DeltaDecayGate.forward` is not what regeneration from its modular source gives after the fix (its "
+                "code differs from what its origin gives after the fix)"
+            ],
+        ),
+    ],
+)
+def test_a_fix_that_breaks_regeneration_is_reported_and_not_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    models: tuple[str, ...],
+    broken: Callable[[pytest.MonkeyPatch], None],
+    reported: list[str],
+) -> None:
+    """Each shape, with the part of the fix that answers it taken away: the check reports it, and the files of the
+    group are left as they were (the fix of a small tree runs in this process, so the patch reaches it)."""
+    package = tree(tmp_path, models)
+    before = texts(package)
+    broken(monkeypatch)
+    report = api.fix([str(package)], unsafe=True)
+    messages = [d.message for d in report.remaining if d.code == REGENERATION_DIFFERS]
+    for expected in reported:
+        assert any(message.startswith(expected) for message in messages), messages
+    child = package / "models" / models[-1]
+    assert {path: text for path, text in texts(package).items() if path.parent == child} == {
+        path: text for path, text in before.items() if path.parent == child
+    }
+
+
+@pytest.mark.slow
+def test_newest_release_regenerates_after_the_acceptance_run(new_acceptance: AcceptanceRun) -> None:
+    """The acceptance command on 5.24.0 reports no RPL905, and the check finds nothing in what it wrote."""
+    run = new_acceptance
+    print(f"{run.version}: exit {run.returncode}, {run.stdout.strip().splitlines()[-2:]}")
+    assert REGENERATION_DIFFERS not in run.stdout
+    before = {str(path.resolve()): text for path, text in run.originals.items()}
+    after = {path: Path(path).read_text() for path in before}
+    assert regeneration.violations(before, after) == []
