@@ -108,6 +108,28 @@ def test_a_stale_generated_file_is_reported_and_left_as_it_was(tmp_path: Path) -
     assert texts(package) == before
 
 
+def test_a_generated_file_brings_the_generated_parents_its_code_passes_through(tmp_path: Path) -> None:
+    """zeta's class comes from alpha's through delta's generated file: fixing zeta's file alone fixes delta's files
+    too, so that regenerating delta, then zeta, gives the fixed file back."""
+    package = tree(tmp_path, ("alpha", "delta", "zeta"))
+    before = texts(package)
+    result = rope_lint("fix", "--unsafe-fixes", str(package / "models" / "zeta" / "modeling_zeta.py"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = texts(package)
+    changed = {path.relative_to(package).as_posix() for path in after if after[path] != before[path]}
+    assert changed == {
+        "models/alpha/modeling_alpha.py",
+        "models/delta/modeling_delta.py",
+        "models/delta/modular_delta.py",
+        "models/zeta/modeling_zeta.py",
+    }
+    zeta = package / "models" / "zeta" / "modeling_zeta.py"
+    delta = package / "models" / "delta" / "modeling_delta.py"
+    for method in ("__init__", "forward"):
+        zeta_code = ast.unparse(member(zeta, "ZetaRotaryEmbedding", method))
+        assert zeta_code == ast.unparse(member(delta, "DeltaRotaryEmbedding", method)).replace("Delta", "Zeta")
+
+
 def without_parents(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rope codemod rewrites each class from its own code, as if no parent model's class were merged into it."""
     monkeypatch.setattr(generated, "inherited_classes", lambda path, text, name: [])
