@@ -2,11 +2,12 @@
 
 The class is built from its config class the way the probe builds a rotary class (`probe.build`'s config candidates
 and small config, then the config class's own defaults), or from its constructor's other parameters as a function's
-arguments are derived (`functions`). Its forward is called on inputs derived from the signature and the config:
-pixel values of the config's image size, masks of ones (per token or per patch), token and position ids, hidden
-states of the config's hidden size, and the shapes and scalars a function would get. The first inputs the original
-accepts are given to both; in fp32 their outputs must agree to within `compare.TOLERANCE` (relative), with the same
-structure, dtypes and shapes, and their `state_dict`s must have the same keys and shapes.
+arguments are derived (`functions`); a class of more than `MAX_ELEMENTS` parameter and buffer elements (counted on
+the meta device first) is not built. Its forward is called on inputs derived from the signature and the config:
+pixel values of the config's image size, masks of ones (per token, per patch or per pixel), token and position ids,
+hidden states of the config's hidden size, a feature map's shape, and the scalars a function would get. The first
+inputs the original accepts are given to both; in fp32 their outputs must agree to within `compare.TOLERANCE`
+(relative), with the same structure, dtypes and shapes, and their `state_dict`s must have the same keys and shapes.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ PATCH_NAMES = ("patch_size",)
 
 
 def is_module_class(value: object) -> bool:
+    """Whether a value is an `nn.Module` subclass, which `check_module` can build and run."""
     return isinstance(value, type) and issubclass(value, nn.Module)
 
 
@@ -83,13 +85,13 @@ def _run(cls: type[nn.Module], init_kwargs: dict[str, Any], inputs: dict[str, An
     """The module built and called in fp32, each from a copy of what is given, with the global RNG seeded the same
     for the parameters it draws and for anything its forward draws."""
     torch.manual_seed(0)
-    module = construct_module(cls, init_kwargs)
+    module = _construct(cls, init_kwargs)
     torch.manual_seed(0)
     with torch.no_grad():
         return module, module(**copy.deepcopy(inputs))
 
 
-def construct_module(cls: type[nn.Module], init_kwargs: dict[str, Any]) -> nn.Module:
+def _construct(cls: type[nn.Module], init_kwargs: dict[str, Any]) -> nn.Module:
     """As the probe constructs a class (eval mode, uninitialised memory as NaN), from a copy of the arguments: a
     module may change its config while it is built."""
     style = "config" if "config" in init_kwargs else "old-style"
@@ -110,7 +112,7 @@ def _first_run(cls: type[nn.Module]) -> tuple[dict[str, Any], dict[str, Any], st
                 reasons.append(f"constructor ({built_from}): {elements:,} elements, over the {MAX_ELEMENTS:,} built")
                 continue
             torch.manual_seed(0)
-            module = construct_module(cls, init_kwargs)
+            module = _construct(cls, init_kwargs)
         except Exception as error:
             reasons.append(f"constructor ({built_from}): {describe(error)}")
             continue
