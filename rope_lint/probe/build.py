@@ -484,10 +484,12 @@ def _x_value(call: ForwardCall, positions: int, dtype: torch.dtype, device: torc
     return unit_pairs(call.x_shape, call.reading, dtype, device)
 
 
-def _run_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtype, reading: str) -> tuple[Any, Any]:
-    """Call forward with the inputs of `reading`; returns (what it returned, the x it was given)."""
-    device = module_device(module)
-    call = dataclasses.replace(recipe.forward_call, reading=reading)
+def forward_arguments(
+    recipe: Recipe, activation_dtype: torch.dtype, device: torch.device, reading: str | None = None
+) -> dict[str, Any]:
+    """The keyword arguments of the recipe's forward call, its tensors made on `device`, x in the inputs of
+    `reading` (the recipe's own by default)."""
+    call = dataclasses.replace(recipe.forward_call, reading=reading or recipe.forward_call.reading)
     values = {
         "x": _x_value(call, recipe.positions, activation_dtype, device),
         "seq_len": recipe.positions,
@@ -495,8 +497,14 @@ def _run_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtyp
         "offset": 0,
         "dtype": activation_dtype,
     }
-    output = module(**{name: values[role] for name, role in call.roles}, **dict(call.fixed))
-    return output, values["x"]
+    return {name: values[role] for name, role in call.roles} | dict(call.fixed)
+
+
+def _run_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtype, reading: str) -> tuple[Any, Any]:
+    """Call forward with the inputs of `reading`; returns (what it returned, the x it was given)."""
+    arguments = forward_arguments(recipe, activation_dtype, module_device(module), reading)
+    given = next((arguments[name] for name, role in recipe.forward_call.roles if role == "x"), None)
+    return module(**arguments), given
 
 
 def call_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtype) -> Tables:
@@ -505,7 +513,8 @@ def call_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtyp
     output, given = _run_forward(module, recipe, activation_dtype, reading)
     if reading == TABLES:
         returned = first_tensor(output)
-        if returned is not None and returned.shape == given.shape and torch.equal(returned, given.to(returned.dtype)):
+        unchanged = returned is not None and given is not None and returned.shape == given.shape
+        if unchanged and torch.equal(returned, given.to(returned.dtype)):
             raise CannotBuild("forward returns its input unchanged")
         return tables_from_output(output, recipe.positions)
     return rotated_tables(output, given, reading, recipe.positions)

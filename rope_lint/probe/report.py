@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from rope_lint.probe.build import Tables
+from rope_lint.probe.cost import RuntimeCost
 from rope_lint.probe.discover import FOUND_BY_COMPUTATION, FOUND_BY_NAME, ImportFailure
 
 # Statuses of a trigger's result.
@@ -94,6 +95,7 @@ class ClassResult:
     positions: int | None = None
     dim: int | None = None  # width of the cos/sin table
     triggers: list[TriggerResult] = field(default_factory=list)
+    runtime: RuntimeCost | None = None  # with --runtime-cost, for a measured class
 
     @property
     def status(self) -> str:
@@ -194,6 +196,8 @@ class ProbeReport:
                 + ")"
             )
             lines.extend(_trigger_row(trigger_result) for trigger_result in result.triggers)
+            if result.runtime is not None:
+                lines.append(f"  run time: {result.runtime.describe()}")
         if self.import_failures:
             lines += ["", "modules that failed to import:"]
             lines += [f"  {failure.module}: {failure.reason}" for failure in self.import_failures]
@@ -237,6 +241,16 @@ def _class_json(result: ClassResult) -> dict[str, Any]:
         "positions": result.positions,
         "dim": result.dim,
         "triggers": triggers,
+        "runtime": None if result.runtime is None else _runtime_json(result.runtime),
+    }
+
+
+def _runtime_json(cost: RuntimeCost) -> dict[str, Any]:
+    return {
+        "cross_device_copies": cost.copies,
+        "compiles": cost.compiles,
+        "graph_breaks": None if cost.graph_breaks is None else list(cost.graph_breaks),
+        "problems": list(cost.problems),
     }
 
 

@@ -18,6 +18,7 @@ from rope_lint.probe.build import (
     find_recipes,
     replay,
 )
+from rope_lint.probe.cost import runtime_cost
 from rope_lint.probe.discover import discover, qualified_name, quiet_model_code
 from rope_lint.probe.memory import SMALL_POSITIONS, Allocations, OverBudget, allocations, extrapolate, same_ops
 from rope_lint.probe.reference import reference_for
@@ -108,9 +109,15 @@ def recipes_within_budget(
 
 
 def probe_class(
-    cls: type[nn.Module], triggers: Sequence[Trigger], positions: int, threshold: float, budget: int = DEFAULT_BUDGET
+    cls: type[nn.Module],
+    triggers: Sequence[Trigger],
+    positions: int,
+    threshold: float,
+    budget: int = DEFAULT_BUDGET,
+    runtime: bool = False,
 ) -> list[ClassResult]:
-    """One result per table the class provides (one per layer type for per-layer-type classes)."""
+    """One result per table the class provides (one per layer type for per-layer-type classes); with `runtime`,
+    each measured one's run-time cost too (see cost.py)."""
     name = qualified_name(cls)
     try:
         recipes = recipes_within_budget(cls, positions, budget)
@@ -124,6 +131,8 @@ def probe_class(
         recipe, fp32_tables = entry
         result = ClassResult(f"{name}[{recipe.variant}]" if recipe.variant else name)
         _probe_recipe(result, recipe, fp32_tables, triggers, threshold)
+        if runtime and result.measured:
+            result.runtime = runtime_cost(recipe)
         results.append(result)
     return results
 
@@ -135,6 +144,7 @@ def probe(
     threshold: float,
     progress: Progress | None = None,
     budget: int = DEFAULT_BUDGET,
+    runtime: bool = False,
 ) -> ProbeReport:
     """Discover the targets' rotary classes and probe each. Raises discover.TargetError for a usage error."""
     triggers = [TRIGGERS[name] for name in trigger_names]
@@ -148,7 +158,7 @@ def probe(
             if progress is not None:
                 progress(index, len(discovery.classes), qualified_name(cls))
             with quiet_model_code():
-                class_results = probe_class(cls, triggers, positions, threshold, budget)
+                class_results = probe_class(cls, triggers, positions, threshold, budget, runtime)
                 for result in class_results:
                     result.found_by = discovery.found_by[qualified_name(cls)]
                 results.extend(class_results)

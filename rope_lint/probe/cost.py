@@ -1,0 +1,106 @@
+"""What a rotary class costs a model at run time on an accelerator, measured on the CPU with the meta device standing
+in for the accelerator (`--runtime-cost`):
+
+- cross-device copies in a steady-state forward: the class is built on the CPU and moved with `.to("meta")`, as a
+  user moves a model; forward is called twice on meta inputs, and the second call's ops that read or write tensors
+  on more than one device are counted (a table kept on the CPU and moved to the input's device in every forward is
+  one host-to-device copy per call, and on a GPU a stream synchronisation; CUDA graphs refuse it);
+- whether `torch.compile(module, fullgraph=True)` can compile forward: TorchDynamo traces it (`torch._dynamo.explain`,
+  which needs no compiler backend) on CPU inputs, and the graph breaks are listed with their reasons.
+
+A CPU tensor of zero dimensions mixed with meta tensors is a scalar to torch, not a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from rope_lint.probe.build import Recipe, construct, describe, forward_arguments
+
+META = torch.device("meta")
+CPU = torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class RuntimeCost:
+    copies: int | None  # cross-device copies in a steady-state forward on the meta device; None: not measured
+    graph_breaks: tuple[str, ...] | None  # TorchDynamo's graph breaks, () when it compiles; None: not traced
+    problems: tuple[str, ...] = ()  # why something was not measured
+
+    @property
+    def compiles(self) -> bool | None:
+        return None if self.graph_breaks is None else not self.graph_breaks
+
+    def describe(self) -> str:
+        copies = "copies not measured" if self.copies is None else f"{self.copies} cross-device copies per forward"
+        if self.graph_breaks is None:
+            compiled = "compile not traced"
+        elif self.graph_breaks:
+            compiled = f"{len(self.graph_breaks)} graph breaks under torch.compile: {self.graph_breaks[0]}"
+        else:
+            compiled = "compiles with fullgraph=True"
+        return "; ".join([copies, compiled, *self.problems])
+
+
+class _CrossDeviceOps(TorchDispatchMode):
+    """Counts the ops whose tensors (arguments and results) lie on more than one device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        output = func(*args, **(kwargs or {}))
+        tensors = [value for value in tree_flatten((args, kwargs, output))[0] if isinstance(value, torch.Tensor)]
+        devices = {tensor.device for tensor in tensors if tensor.dim() or tensor.device != CPU}
+        self.count += len(devices) > 1
+        return output
+
+
+def steady_state_copies(recipe: Recipe) -> int:
+    """Cross-device copies in the second forward of the class moved to the meta device (see the module docstring)."""
+    module = construct(recipe).to(META)
+    arguments = forward_arguments(recipe, torch.float32, META)
+    with torch.no_grad():
+        module(**arguments)
+        with _CrossDeviceOps() as counter:
+            module(**arguments)
+    return counter.count
+
+
+def graph_breaks(recipe: Recipe) -> tuple[str, ...]:
+    """TorchDynamo's graph breaks in forward on CPU inputs, each with its reason; () when it compiles whole."""
+    module = construct(recipe)
+    arguments = forward_arguments(recipe, torch.float32, CPU)
+    torch._dynamo.reset()  # nothing traced for another class is reused, and no cache limit is reached
+    try:
+        with torch.no_grad():
+            explanation = torch._dynamo.explain(module)(**arguments)
+    finally:
+        torch._dynamo.reset()
+    return tuple(_one_line(reason.reason) for reason in explanation.break_reasons)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def runtime_cost(recipe: Recipe) -> RuntimeCost:
+    """Both measurements of one class; a class that raises in one is reported with the reason."""
+    problems = []
+    try:
+        copies = steady_state_copies(recipe)
+    except Exception as error:
+        copies = None
+        problems.append(f"on the meta device: {describe(error)}")
+    try:
+        breaks = graph_breaks(recipe)
+    except Exception as error:
+        breaks = None
+        problems.append(f"under TorchDynamo: {describe(error)}")
+    return RuntimeCost(copies, breaks, tuple(problems))
