@@ -185,7 +185,7 @@ def _sibling_config_classes(module_name: str) -> list[type]:
     return classes
 
 
-def _config_candidates(cls: type[nn.Module]) -> list[type]:
+def config_candidates(cls: type[nn.Module]) -> list[type]:
     """Config classes to try, the likeliest first: the annotation, then same-module configs by shared name."""
     candidates: list[type] = []
     annotation = _resolve_annotation(cls, config_parameter(cls) or "config")
@@ -206,7 +206,7 @@ def _config_candidates(cls: type[nn.Module]) -> list[type]:
     return candidates
 
 
-def _small_config(config_cls: type, positions: int, head_dim: int = HEAD_DIM) -> Any:
+def small_config(config_cls: type, positions: int, head_dim: int = HEAD_DIM) -> Any:
     sizes = {**_config_sizes(head_dim), "max_position_embeddings": positions}
     try:
         config = config_cls(**sizes)
@@ -262,12 +262,12 @@ def _constructions(cls: type[nn.Module], positions: int) -> Iterator[Recipe | st
     others = [parameter for name, parameter in init_parameters.items() if name != config_name and _required(parameter)]
     if others:
         raise CannotBuild(f"constructor parameter {others[0].name!r} has no known value")
-    candidates = _config_candidates(cls)
+    candidates = config_candidates(cls)
     if not candidates:
         raise CannotBuild("takes a config, but no config class was found next to it")
     for config_cls in candidates:
         try:
-            config = _small_config(config_cls, positions)
+            config = small_config(config_cls, positions)
         except Exception as error:
             yield f"cannot create {config_cls.__name__}: {describe(error)}"
             continue
@@ -375,7 +375,7 @@ class ConfigRepairs:
             return None
         self.head_dims_tried.add(head_dim)
         try:
-            return _small_config(type(config), self.construction.positions, head_dim)
+            return small_config(type(config), self.construction.positions, head_dim)
         except Exception:  # the config rejects this size: the next repair is tried
             return None
 

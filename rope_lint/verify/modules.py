@@ -26,10 +26,11 @@ from rope_lint.probe.build import (
     CannotBuild,
     ForwardCall,
     Recipe,
-    _config_candidates,
-    _small_config,
+    config_candidates,
+    config_parameter,
     construct,
     describe,
+    small_config,
 )
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference, state_dict_difference
 from rope_lint.verify.functions import GUESS, TENSOR, NotCallable, value_for
@@ -94,7 +95,7 @@ def _run(cls: type[nn.Module], init_kwargs: dict[str, Any], inputs: dict[str, An
 def _construct(cls: type[nn.Module], init_kwargs: dict[str, Any]) -> nn.Module:
     """As the probe constructs a class (eval mode, uninitialised memory as NaN), from a copy of the arguments: a
     module may change its config while it is built."""
-    style = "config" if "config" in init_kwargs else "old-style"
+    style = "config" if config_parameter(cls) in init_kwargs else "old-style"
     unused_call = ForwardCall((), (), (), ())  # the module's forward is called here, not by the probe
     return construct(Recipe(cls, copy.deepcopy(init_kwargs), unused_call, None, POSITIONS, style, None, None, 1.0))
 
@@ -116,7 +117,7 @@ def _first_run(cls: type[nn.Module]) -> tuple[dict[str, Any], dict[str, Any], st
         except Exception as error:
             reasons.append(f"constructor ({built_from}): {describe(error)}")
             continue
-        sizes = _Sizes(init_kwargs)
+        sizes = _Sizes(init_kwargs, init_kwargs.get(config_parameter(cls)))
         for inputs in itertools.islice(_input_sets(cls, sizes), INPUT_TRIES):
             try:
                 torch.manual_seed(0)
@@ -147,9 +148,10 @@ def _constructions(cls: type[nn.Module]) -> Iterator[tuple[dict[str, Any], str]]
     """Constructor keyword arguments to try, likeliest first, each with a word on what it was built from: the
     required parameters, then also the optional ones (default None) whose name says what they take (`padding_idx`)."""
     parameters = _parameters(cls.__init__)
+    config_name = config_parameter(cls)
     required, optional = {}, {}
     for parameter in parameters:
-        if parameter.name == "config":
+        if parameter.name == config_name:
             continue
         if parameter.default is not inspect.Parameter.empty:
             value = _named_scalar(parameter) if parameter.default is None else None
@@ -166,20 +168,20 @@ def _constructions(cls: type[nn.Module]) -> Iterator[tuple[dict[str, Any], str]]
     variants = [(required, "")]
     if optional:
         variants.append(({**required, **optional}, " and " + ", ".join(f"{k}={v!r}" for k, v in optional.items())))
-    if not any(parameter.name == "config" for parameter in parameters):
+    if config_name is None:
         yield from ((kwargs, f"its signature{given}") for kwargs, given in variants)
         return
-    candidates = _config_candidates(cls)[:CONFIG_CANDIDATES]
+    candidates = config_candidates(cls)[:CONFIG_CANDIDATES]
     if not candidates:
         raise CannotBuild("takes a config, but no config class was found next to it")
     for config_cls in candidates:
-        for config_of, how in ((lambda c: _small_config(c, POSITIONS), "small"), (lambda c: c(), "defaults")):
+        for config_of, how in ((lambda c: small_config(c, POSITIONS), "small"), (lambda c: c(), "defaults")):
             try:
                 config = config_of(config_cls)
             except Exception:  # a config that cannot be made this way offers nothing to build from
                 continue
             for kwargs, given in variants:
-                yield {"config": config, **kwargs}, f"{config_cls.__name__} ({how}){given}"
+                yield {config_name: config, **kwargs}, f"{config_cls.__name__} ({how}){given}"
 
 
 def _named_scalar(parameter: inspect.Parameter) -> Any:
@@ -206,8 +208,7 @@ class _Sizes:
     """The sizes inputs are made at: the config's (or the constructor's) hidden width, image side, patch and
     vocabulary, with small defaults where it names none."""
 
-    def __init__(self, init_kwargs: dict[str, Any]) -> None:
-        config = init_kwargs.get("config")
+    def __init__(self, init_kwargs: dict[str, Any], config: Any) -> None:
         self.hidden = self._first(config, init_kwargs, HIDDEN_NAMES) or 64
         self.image = self._first(config, init_kwargs, IMAGE_NAMES) or 32
         self.patch = min(self._first(config, init_kwargs, PATCH_NAMES) or 8, self.image)
