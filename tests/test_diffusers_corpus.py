@@ -31,8 +31,8 @@ from rope_lint.verify.changes import verify_changes
 from rope_lint.verify.loading import load_sibling
 
 # The README quotes these figures: `rope-lint fix --unsafe-fixes --verify diffusers/models` on diffusers 0.42.1.
-VERIFIED = 20
-COULD_NOT_BE_CHECKED = 45
+VERIFIED = 27
+COULD_NOT_BE_CHECKED = 39
 FIXED = 123
 REMAINING = 12
 CHANGED_FILES = 40
