@@ -2,8 +2,9 @@
 must be what regeneration from its fixed modular source and parent models gives, or the fix of that group is not
 written. The fixture tree (fixtures/transformers-regeneration) holds one model per shape of code that the fix got
 wrong before: a child keeping its own `__init__` while inheriting `forward` (beta), a child inheriting `__init__` while
-writing its own `forward` (gamma), a generated file that imports more than its modular source (delta), and a stale
-generated file whose modular source already differs (epsilon)."""
+writing its own `forward` (gamma), a generated file that imports more than its modular source (delta), a stale
+generated file whose modular source already differs (epsilon), and a statement whose twin in another parent's class
+is other code (mu)."""
 
 from __future__ import annotations
 
@@ -202,3 +203,18 @@ def test_newest_release_regenerates_after_the_acceptance_run(new_acceptance: Acc
     before = {str(path.resolve()): text for path, text in run.originals.items()}
     after = {path: Path(path).read_text() for path in before}
     assert regeneration.violations(before, after) == []
+
+
+def test_a_statement_found_in_another_parents_class_keeps_its_own_fix(tmp_path: Path) -> None:
+    """mu's rotary class comes from kappa (through MuModel), and eta, another parent of mu's modular source, has a
+    class of the same kind with the same enumeration statement in other code (a head dim not proven integral). The
+    generated file keeps the fix that its own code gets, which is kappa's, the one regeneration copies; it never takes
+    eta's rounded-up end."""
+    package = tree(tmp_path, ("eta", "kappa", "mu"))
+    result = rope_lint("fix", "--unsafe-fixes", str(package))
+    assert result.returncode == 0, result.stdout + result.stderr
+    models = package / "models"
+    fixed = member(models / "mu" / "modeling_mu.py", "MuRotaryEmbedding", "__init__")
+    assert same(fixed, member(models / "kappa" / "modeling_kappa.py", "KappaRotaryEmbedding", "__init__"))
+    assert "ceil" not in ast.unparse(fixed)
+    assert "ceil" in ast.unparse(member(models / "eta" / "modeling_eta.py", "EtaRotaryEmbedding", "__init__"))

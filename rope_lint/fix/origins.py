@@ -60,7 +60,10 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
         )
         if twin is not None and twin.fix != fix and there is not None:
             here = here or ModuleNames(text, generated.parsed_text(text) or ast.Module([], []))
-            if all(here.meant.get(name) == there.meant.get(name) for name in _roots(twin.fix.payload)):
+            same_meaning = all(here.meant.get(name) == there.meant.get(name) for name in _roots(twin.fix.payload))
+            # Only a difference of spelling: a twin found by its text in another model's class may be other code
+            # (a `dim` proven integral here and not there, so rewritten otherwise).
+            if same_meaning and _meaning(twin.fix.payload, there) == _meaning(fix.payload, here):
                 finding = finding._replace(fix=twin.fix)
         result.append(finding)
     return result
@@ -73,3 +76,13 @@ def _indent(line: str) -> int:
 def _roots(payload: tuple | None) -> set[str]:
     """The names that the code written by a fix payload starts its lookups from (`nn` of `nn.functional.softplus`)."""
     return {name for value in payload or () if isinstance(value, str) for name in _ROOT_NAME.findall(value)}
+
+
+def _meaning(payload: tuple | None, names: ModuleNames) -> tuple:
+    """The payload with each name it starts a lookup from replaced by what the file's imports make it mean."""
+    return tuple(
+        _ROOT_NAME.sub(lambda match: names.meant.get(match.group(1), match.group(1)), value)
+        if isinstance(value, str)
+        else value
+        for value in payload or ()
+    )
