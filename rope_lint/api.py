@@ -161,7 +161,12 @@ def fix(
     """
     from pathlib import Path
 
-    from rope_lint.fix.apply import fix_file, regeneration_kept, with_held_fix_written
+    from rope_lint.fix.apply import (
+        fix_file,
+        regeneration_kept,
+        with_converter_import_layout,
+        with_held_fix_written,
+    )
     from rope_lint.fix.write import remove_stale_temporaries, why_not_writable, writable_roots
     from rope_lint.output.fix_report import FixReport
     from rope_lint.transformers import generated
@@ -181,6 +186,7 @@ def fix(
     # The fixed texts are held back: written once verified (with `verify`), and kept only where a transformers tree
     # still regenerates to them.
     outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=True), files)
+    outcomes = with_converter_import_layout(outcomes, diff_only=diff)
     verifications = None
     if verify:
         from rope_lint.verify.run import verified_outcomes

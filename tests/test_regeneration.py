@@ -218,3 +218,35 @@ def test_a_statement_found_in_another_parents_class_keeps_its_own_fix(tmp_path: 
     assert same(fixed, member(models / "kappa" / "modeling_kappa.py", "KappaRotaryEmbedding", "__init__"))
     assert "ceil" not in ast.unparse(fixed)
     assert "ceil" in ast.unparse(member(models / "eta" / "modeling_eta.py", "EtaRotaryEmbedding", "__init__"))
+
+
+def first_lines(path: Path, count: int) -> list[str]:
+    """The lines after a generated file's six-line banner."""
+    return path.read_text().splitlines()[6 : 6 + count]
+
+
+def test_an_import_a_generated_file_gains_sits_where_the_converter_puts_it(tmp_path: Path) -> None:
+    """omicron's image processing copies xi's `masks_to_boxes`, whose fix needs `import math`. The converter takes
+    that import from omicron's modular source, where it sits right under the header comment, so regeneration writes
+    no blank line above the import block: the fixed file has none either."""
+    package = tree(tmp_path, ("xi", "omicron"))
+    result = rope_lint("fix", "--unsafe-fixes", str(package))
+    assert result.returncode == 0, result.stdout + result.stderr
+    fixed = package / "models" / "omicron" / "image_processing_omicron.py"
+    assert first_lines(fixed, 3) == ["# Copyright (the fixture's own).", "import math", "import pathlib"]
+
+
+def test_an_import_added_to_a_modular_source_moves_the_gap_of_the_files_it_generates(tmp_path: Path) -> None:
+    """pi's modular source gets `import math` (for its own code) below its docstring and a blank line; the converter
+    now takes pi's image processing's `import math` from there, blank line and all. That file, which the fix does
+    not otherwise touch, gets the blank line; `--diff` shows it and writes nothing."""
+    package = tree(tmp_path, ("xi", "pi"))
+    processing = package / "models" / "pi" / "image_processing_pi.py"
+    before = processing.read_text()
+    shown = rope_lint("fix", "--unsafe-fixes", "--diff", str(package))
+    assert f"+++ b/{processing}" in shown.stdout
+    assert processing.read_text() == before
+    result = rope_lint("fix", "--unsafe-fixes", str(package))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert first_lines(processing, 3) == ["# Copyright (the fixture's own).", "", "import math"]
+    assert processing.read_text().replace("own).\n\nimport", "own).\nimport") == before

@@ -10,6 +10,7 @@ import ast
 import bisect
 import dataclasses
 import difflib
+import os
 import warnings
 from collections import Counter
 from collections.abc import Iterable
@@ -21,7 +22,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeP
 
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
-from rope_lint.engine import Settings, check_source, read_triggered
+from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
 from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import changed_regions, formatted_like_original
 from rope_lint.fix.names import ModuleNames, with_imports
@@ -98,23 +99,71 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
         return FileFixOutcome(str(path), remaining=found, error=str(error))
     except Exception as error:  # a rule's fix that fails is that file's problem, not the run's; nothing was written
         return FileFixOutcome(str(path), remaining=found, error=f"a fix failed, file left as it was: {error!r}")
-    diff = ""
-    if diff_only:
-        diff = "".join(
-            difflib.unified_diff(
-                physical_lines(source.text),
-                physical_lines(result.text),
-                # A crafted name must not break the header line (and forge one after it).
-                fromfile=f"a/{printable(str(path))}",
-                tofile=f"b/{printable(str(path))}",
-            )
-        )
+    diff = _unified_diff(path, source.text, result.text) if diff_only else ""
     remaining = check_source(str(path), result.text, settings)
     changed = result.text != source.text
     original = source.text if changed and not (diff_only or hold) else None
     held = HeldFix(source, result.text, found) if changed and hold else None
     fixed = gone(result.applied, found, remaining)
     return FileFixOutcome(str(path), fixed, remaining, diff, original=original, held=held)
+
+
+def _unified_diff(path: Path | str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            physical_lines(before),
+            physical_lines(after),
+            # A crafted name must not break the header line (and forge one after it).
+            fromfile=f"a/{printable(str(path))}",
+            tofile=f"b/{printable(str(path))}",
+        )
+    )
+
+
+def with_converter_import_layout(outcomes: list[FileFixOutcome], diff_only: bool) -> list[FileFixOutcome]:
+    """The held outcomes once every file generated from a modular source that the fix changes, or from that of a
+    generated file it changes, has the gap above its imports that transformers' converter would give it
+    (`transformers.import_layout`): a held text gets it, and a file of the run the fix left as it was gets a held
+    fix of its own."""
+    from rope_lint.transformers import generated
+    from rope_lint.transformers.import_layout import generated_files, laid_out
+
+    outcomes = list(outcomes)
+    index = {os.path.realpath(outcome.path): number for number, outcome in enumerate(outcomes)}
+    modulars = set()
+    for outcome in outcomes:
+        if outcome.held is not None:
+            path, text = outcome.path, outcome.held.source.text
+            is_modular = os.path.basename(path).startswith("modular_")
+            modulars.add(os.path.realpath(path) if is_modular else generated.modular_source(path, text))
+
+    def texts(path: str) -> tuple[str, str]:
+        """A file's text before and after the held fix."""
+        number = index.get(os.path.realpath(path))
+        held = outcomes[number].held if number is not None else None
+        return (held.source.text, held.text) if held is not None else (generated.file_text(path),) * 2
+
+    for modular in sorted(filter(None, modulars)):
+        modular_before, modular_after = texts(modular)
+        for path in generated_files(modular):
+            number = index.get(os.path.realpath(path))
+            if number is None:  # not among the files of this run: never written
+                continue
+            generated_before, generated_after = texts(path)
+            text = laid_out((generated_before, modular_before), (generated_after, modular_after))
+            if text is None:
+                continue
+            outcome = outcomes[number]
+            diff = _unified_diff(outcome.path, generated_before, text) if diff_only else ""
+            if outcome.held is not None:
+                held = dataclasses.replace(outcome.held, text=text)
+                outcomes[number] = dataclasses.replace(outcome, held=held, diff=diff)
+                continue
+            source = decode(outcome.path, read_bytes(outcome.path))
+            if isinstance(source, SourceFile) and source.text == generated_before:
+                held = HeldFix(source, text, outcome.remaining)
+                outcomes[number] = dataclasses.replace(outcome, held=held, diff=diff)
+    return outcomes
 
 
 def with_held_fix_written(outcome: FileFixOutcome) -> FileFixOutcome:

@@ -1,0 +1,109 @@
+"""The blank lines between a generated transformers file's header comments and its first import, as transformers'
+modular converter writes them.
+
+The converter writes a generated file as the modular source's header comments, then the imports the file needs, each
+statement with the blank lines that stood above it in the file it was taken from, then the code. An import the
+modular source has is taken from there, and the modular source's imports come first; ruff sorts the block afterwards
+but keeps what stands above it. So when a fix adds an import to a modular source, or to a generated file whose
+modular source has it, the gap above the import block of every file that source generates may change: a file edited
+by the fix may need its gap changed, and a file the fix did not touch may need one too.
+
+The model is approximate: a file whose gap it does not reproduce before the fix is left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterator
+
+from rope_lint.transformers import generated
+
+
+def generated_files(modular: str) -> Iterator[str]:
+    """The files beside `modular` (a `modular_*.py`) whose banner names it: `modeling_*`, `configuration_*`,
+    `processing_*`, `image_processing_*`, ..."""
+    folder = os.path.dirname(modular)
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name.endswith(".py") and not name.startswith("modular_") and os.path.isfile(path):
+            text = generated.file_text(path)
+            if generated.modular_source(path, text) == os.path.realpath(modular):
+                yield path
+
+
+def laid_out(before: tuple[str, str], after: tuple[str, str]) -> str | None:
+    """The generated file's text after a fix (`after`: its text and its modular source's), with the gap above its
+    import block that the converter would write; None where that is the text already, or where the model does not
+    reproduce the file before the fix (`before`: the same two texts, unfixed)."""
+    (generated_before, modular_before), (generated_after, modular_after) = before, after
+    if import_gap(generated_before) != converter_gap(generated_before, modular_before):
+        return None
+    wanted = converter_gap(generated_after, modular_after)
+    if wanted is None or wanted == import_gap(generated_after):
+        return None
+    return with_gap(generated_after, wanted)
+
+
+def import_gap(text: str) -> int | None:
+    """The blank lines right above the first top-level import; None without an import."""
+    found = _first_import(text)
+    return None if found is None else _blank_above(text.splitlines(), found - 1)
+
+
+def converter_gap(generated_text: str, modular_text: str) -> int | None:
+    """The gap the converter writes above the generated file's imports: the blank lines above the modular source's
+    first statement (the end of its header), and those above the first import of the modular source, in its order,
+    that the generated file has too, where that import is not the first statement. None when the generated file has
+    none of the modular source's imports: its first import then comes from a parent model's file."""
+    tree = generated.parsed_text(modular_text)
+    here = set().union(*map(_key, _imports(generated.parsed_text(generated_text))))
+    if tree is None or not tree.body or not here:
+        return None
+    lines = modular_text.splitlines()
+    first_statement = _first_line(tree.body[0])
+    header_blank = _blank_above(lines, first_statement - 1)
+    for node in _imports(tree):
+        if _key(node) & here:
+            line = _first_line(node)
+            return header_blank + (0 if line == first_statement else _blank_above(lines, line - 1))
+    return None
+
+
+def with_gap(text: str, gap: int) -> str:
+    """`text` with `gap` blank lines right above its first top-level import."""
+    found = _first_import(text)
+    assert found is not None
+    lines = text.splitlines(keepends=True)
+    index = found - 1
+    blank = _blank_above([line.rstrip("\r\n") for line in lines], index)
+    ending = "\r\n" if lines[index].endswith("\r\n") else "\n"
+    return "".join([*lines[: index - blank], *[ending] * gap, *lines[index:]])
+
+
+def _imports(tree: ast.Module | None) -> list[ast.Import | ast.ImportFrom]:
+    return [node for node in (tree.body if tree else []) if isinstance(node, ast.Import | ast.ImportFrom)]
+
+
+def _key(node: ast.Import | ast.ImportFrom) -> set[tuple[str, int, str]]:
+    """What an import statement binds, by module: the converter trims a statement to the names a file uses."""
+    module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+    level = node.level if isinstance(node, ast.ImportFrom) else 0
+    return {(module, level, f"{alias.name} as {alias.asname}") for alias in node.names}
+
+
+def _first_import(text: str) -> int | None:
+    imports = _imports(generated.parsed_text(text))
+    return _first_line(imports[0]) if imports else None
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(decorator.lineno for decorator in decorators)])
+
+
+def _blank_above(lines: list[str], index: int) -> int:
+    count = 0
+    while index - count - 1 >= 0 and not lines[index - count - 1].strip():
+        count += 1
+    return count
