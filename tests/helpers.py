@@ -150,3 +150,17 @@ def install_release(package: str, version: str) -> Path:
 
 def install_transformers(version: str) -> Path:
     return install_release("transformers", version)
+
+
+def broken_fix(old: str, new: str) -> str:
+    """The code of a command line whose fix is replaced by one that writes `new` for `old` in the file: what a fix
+    that changes a result would write, for the tests of `fix --verify`. Run it with `run_python`."""
+    return (
+        "import sys\n"
+        "from rope_lint.fix import apply\n"
+        "def broken(source, diagnostics):\n"
+        f"    return apply.FixResult(source.replace({old!r}, {new!r}), list(diagnostics))\n"
+        "apply.apply_fixes = broken\n"
+        "from rope_lint.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )

@@ -40,7 +40,9 @@ FIGURES: dict[str, dict[str, object]] = {
         "over the threshold after": set(),
     },
     NEW: {
-        "files changed": 301,
+        # 302: cohere_compass's pil image processing, which the fix does not otherwise touch, gets the blank line
+        # above its imports that regeneration from its fixed modular source gives it (transformers.import_layout).
+        "files changed": 302,
         "findings fixed": 1158,
         "remaining": 25,
         "copy groups checked": 296,

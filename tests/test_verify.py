@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, ProbeRun, rope_lint, run_python
+from helpers import REPO, ProbeRun, broken_fix, rope_lint, run_python
 from releases import NEW, OLD, AcceptanceRun
 
 from rope_lint.output.fix_report import FAILED, NOT_CALLED, VERIFIED
@@ -62,19 +62,8 @@ def test_every_rotary_class_and_changed_function_is_verified_and_the_fix_written
     compile(after, str(rotary), "exec")
 
 
-BROKEN_FIX = """
-import sys
-from rope_lint.fix import apply
-
 # The fix that the test stands in for the real one: the scaled class's positions multiplied, not divided.
-def broken(source, diagnostics):
-    text = source.replace("positions / self.scaling_factor", "positions * self.scaling_factor")
-    return apply.FixResult(text, list(diagnostics))
-
-apply.apply_fixes = broken
-from rope_lint.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+BROKEN_FIX = broken_fix("positions / self.scaling_factor", "positions * self.scaling_factor")
 
 
 def test_a_rewrite_that_changes_a_result_is_not_written_and_says_why(package: Path) -> None:

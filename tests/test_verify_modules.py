@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, rope_lint, run_python
+from helpers import REPO, broken_fix, rope_lint, run_python
 from releases import NEW, OLD, AcceptanceRun
 
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
@@ -67,25 +67,14 @@ def test_changed_module_classes_are_built_from_their_config_and_run_both_ways(pa
     assert after != before and FRACTIONAL in after  # the fix wrote the file and left the fractional edges alone
 
 
-BROKEN_FIX = """
-import sys
-from rope_lint.fix import apply
-
 # The fix that the test stands in for the real one: the fractional bucket edges enumerated in int64.
-def broken(source, diagnostics):
-    text = source.replace({fractional!r}, {fractional!r}[:-1] + ", dtype=torch.int64)")
-    return apply.FixResult(text, list(diagnostics))
-
-apply.apply_fixes = broken
-from rope_lint.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+BROKEN_FIX = broken_fix(FRACTIONAL, FRACTIONAL[:-1] + ", dtype=torch.int64)")
 
 
 def test_a_module_whose_fixed_version_fails_leaves_the_file_as_it_was_and_exits_1(package: Path) -> None:
     modeling = package / MODELING
     before = modeling.read_bytes()
-    run = run_python(BROKEN_FIX.format(fractional=FRACTIONAL), "fix", "--unsafe-fixes", "--verify", str(package))
+    run = run_python(BROKEN_FIX, "fix", "--unsafe-fixes", "--verify", str(package))
     assert run.returncode == 1, run.stdout + run.stderr
     assert modeling.read_bytes() == before
     reason = (

@@ -66,7 +66,7 @@ def check_function(original: Callable[..., Any], fixed: Callable[..., Any]) -> t
             return NOT_CALLED, f"called, but its {incomparable}"
         if difference > TOLERANCE:
             return FAILED, f"fp32 results differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)"
-        return VERIFIED, f"fp32 max rel diff {difference:.3g}, called with {_shown(arguments)}"
+        return VERIFIED, f"fp32 max rel diff {difference:.3g}, called with {shown_arguments(arguments)}"
     return NOT_CALLED, f"no derived arguments suit it: {reasons[0]}"
 
 
@@ -144,11 +144,12 @@ def value_for(parameter: inspect.Parameter) -> Any:
     return GUESS
 
 
-def _shown(arguments: dict[str, Any]) -> str:
+def shown_arguments(arguments: dict[str, Any]) -> str:
+    """The arguments of a call, for a report line: tensors by dtype and shape (`x=float32[2, 16]`)."""
     shown = []
     for name, value in arguments.items():
         if isinstance(value, torch.Tensor):
-            shown.append(f"{name}=float32{list(value.shape)}")
+            shown.append(f"{name}={str(value.dtype).removeprefix('torch.')}{list(value.shape)}")
         else:
             shown.append(f"{name}={value!r}")
     return ", ".join(shown) or "no arguments"

@@ -33,7 +33,7 @@ from rope_lint.probe.build import (
     small_config,
 )
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference, state_dict_difference
-from rope_lint.verify.functions import GUESS, TENSOR, NotCallable, value_for
+from rope_lint.verify.functions import GUESS, TENSOR, NotCallable, shown_arguments, value_for
 
 # The small config's max_position_embeddings, and the inputs' batch and sequence length, within it.
 POSITIONS = 64
@@ -62,7 +62,7 @@ def check_module(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> t
         init_kwargs, inputs, built_from = _first_run(original_cls)
     except CannotBuild as error:
         return NOT_BUILT, f"as a module: {error}"
-    where = f"built as a module from {built_from}, called with {_shown(inputs)}"
+    where = f"built as a module from {built_from}, called with {shown_arguments(inputs)}"
     original_module, expected = _run(original_cls, init_kwargs, inputs)
     try:
         fixed_module, result = _run(fixed_cls, init_kwargs, inputs)
@@ -298,13 +298,3 @@ def _recognised(parameter: inspect.Parameter, sizes: _Sizes, generator: torch.Ge
         return [torch.Size((batch, sizes.hidden, patches, patches))]
     value = _named_scalar(parameter) if parameter.default is None else None
     return [] if value is None else [value]
-
-
-def _shown(inputs: dict[str, Any]) -> str:
-    shown = []
-    for name, value in inputs.items():
-        if isinstance(value, torch.Tensor):
-            shown.append(f"{name}={str(value.dtype).removeprefix('torch.')}{list(value.shape)}")
-        else:
-            shown.append(f"{name}={value!r}")
-    return ", ".join(shown) or "no arguments"
