@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -164,3 +165,19 @@ def broken_fix(old: str, new: str) -> str:
         "from rope_lint.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
+
+
+def verify_changes_prelude(path: Path) -> str:
+    """Code that defines `verify(fixed)`: `verify_changes` on the module at `path`, its text against a fixed text,
+    printing each verification as `status|name|detail`. Prefix a test's code with it and run it with `run_python`,
+    a fresh process, as the command line runs it."""
+    return textwrap.dedent(f"""
+        from pathlib import Path
+        from rope_lint.verify.changes import verify_changes
+        PATH = Path({str(path)!r})
+        ORIGINAL = PATH.read_text()
+
+        def verify(fixed):
+            for verification in verify_changes([(PATH, ORIGINAL, fixed)]):
+                print(verification.status, verification.name, verification.detail, sep="|")
+    """)

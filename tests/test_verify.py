@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, ProbeRun, broken_fix, rope_lint, run_python
+from helpers import REPO, ProbeRun, broken_fix, rope_lint, run_python, verify_changes_prelude
 from releases import NEW, OLD, AcceptanceRun
 
 from rope_lint.output.fix_report import FAILED, NOT_CALLED, VERIFIED
@@ -119,16 +119,7 @@ def test_diff_with_verify_verifies_and_writes_nothing(package: Path) -> None:
 def verify_texts(code: str) -> ProbeRun:
     """Runs `code` with `verify(original, fixed)` defined: `verify_changes` on the fixture's rotary module, original
     text against a fixed text, printing each line. Run in a fresh process, as the command line runs it."""
-    prelude = textwrap.dedent(f"""
-        from pathlib import Path
-        from rope_lint.verify.changes import verify_changes
-        PATH = Path({str(FIXTURE / ROTARY)!r})
-        ORIGINAL = PATH.read_text()
-
-        def verify(fixed):
-            for verification in verify_changes([(PATH, ORIGINAL, fixed)]):
-                print(verification.status, verification.name, verification.detail, sep="|")
-    """)
+    prelude = verify_changes_prelude(FIXTURE / ROTARY)
     return run_python(prelude + textwrap.dedent(code))
 
 

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, broken_fix, rope_lint, run_python
+from helpers import REPO, broken_fix, rope_lint, run_python, verify_changes_prelude
 from releases import NEW, OLD, AcceptanceRun
 
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
@@ -93,16 +93,7 @@ def test_a_module_whose_fixed_version_fails_leaves_the_file_as_it_was_and_exits_
 def verify_texts(code: str) -> dict[str, tuple[str, str]]:
     """Runs `code` with `verify(fixed)` defined: `verify_changes` on the fixture's modeling module, its original
     text against a fixed text, in a fresh process; what it found, by name."""
-    prelude = textwrap.dedent(f"""
-        from pathlib import Path
-        from rope_lint.verify.changes import verify_changes
-        PATH = Path({str(FIXTURE / MODELING)!r})
-        ORIGINAL = PATH.read_text()
-
-        def verify(fixed):
-            for verification in verify_changes([(PATH, ORIGINAL, fixed)]):
-                print(verification.status, verification.name, verification.detail, sep="|")
-    """)
+    prelude = verify_changes_prelude(FIXTURE / MODELING)
     run = run_python(prelude + textwrap.dedent(code))
     assert run.returncode == 0, run.stderr[-3000:]
     return {name: (status, detail) for status, name, detail in (line.split("|") for line in run.stdout.splitlines())}
