@@ -36,26 +36,22 @@ def rope_lint(
 
 def pypi_wheel(package: str, version: str) -> Path:
     """A release's wheel, downloaded once into the cache. A failed download fails the test: never a skip."""
-    folder = CACHE / "wheels"
+    return _pypi_download(package, version, "wheels", f"{package.replace('-', '_')}-{version}-*.whl")
+
+
+def pypi_sdist(package: str, version: str) -> Path:
+    """A release's source distribution, downloaded once into the cache. A failed download fails the test."""
+    pattern = f"{package.replace('-', '_')}-{version}.tar.gz"
+    return _pypi_download(package, version, "sdists", pattern, "--no-binary", ":all:")
+
+
+def _pypi_download(package: str, version: str, kind: str, pattern: str, *options: str) -> Path:
+    folder = CACHE / kind
     folder.mkdir(parents=True, exist_ok=True)
-    pattern = f"{package.replace('-', '_')}-{version}-*.whl"
     found = sorted(folder.glob(pattern))
     if not found:
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--quiet",
-                f"{package}=={version}",
-                "-d",
-                str(folder),
-            ],
-            capture_output=True,
-            text=True,
-        )
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *options]
+        result = subprocess.run([*command, f"{package}=={version}", "-d", str(folder)], capture_output=True, text=True)
         found = sorted(folder.glob(pattern))
         if result.returncode != 0 or not found:
             pytest.fail(f"could not download {package}=={version} from PyPI: {result.stderr.strip()[-500:]}")

@@ -8,13 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import REPO, install_transformers
+from helpers import REPO, install_transformers, pypi_sdist
 
 OLD, NEW = "4.37.2", "5.24.0"
-# transformers' own formatting settings (its pyproject.toml), which the wheels do not carry.
+# transformers' line length (its pyproject.toml), which the wheels do not carry: for the tests' own small trees.
 TRANSFORMERS_RUFF = "[tool.ruff]\nline-length = 119\n"
 ACCEPTANCE = ("fix", "--unsafe-fixes", "--verify", "--statistics")
 # The triggers of the whole-package probes before and after the fix: the two that the fix answers.
@@ -58,14 +59,25 @@ def run_cli(*args: str, pythonpath: list[Path], timeout: int = ACCEPTANCE_TIMEOU
     )
 
 
+def release_settings(version: str) -> str:
+    """The pyproject.toml beside a release's package in its acceptance run: the newest release's own, from its source
+    distribution (its ruff settings: line length, isort's sections, the rules its CI runs), so that the fix formats
+    and sorts as transformers does; for the older release, its line length."""
+    if version != NEW:
+        return TRANSFORMERS_RUFF
+    with tarfile.open(pypi_sdist("transformers", version)) as archive:
+        [member] = [m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")]
+        return archive.extractfile(member).read().decode()
+
+
 def acceptance_run(version: str, destination: Path) -> AcceptanceRun:
-    """Copy the release's package into `destination` with transformers' ruff settings beside it, and run the
-    acceptance command on the copy with the release's dependencies importable."""
+    """Copy the release's package into `destination` with its ruff settings beside it (`release_settings`), and run
+    the acceptance command on the copy with the release's dependencies importable."""
     site = install_transformers(version)
     original = site / "transformers"
     fixed = destination / "transformers"
     shutil.copytree(original, fixed, ignore=shutil.ignore_patterns("__pycache__"))
-    (destination / "pyproject.toml").write_text(TRANSFORMERS_RUFF)
+    (destination / "pyproject.toml").write_text(release_settings(version))
     result = run_cli(*ACCEPTANCE, str(fixed), pythonpath=[site])
     originals = {
         path: (original / path.relative_to(fixed)).read_text(encoding="utf-8")

@@ -40,9 +40,10 @@ FIGURES: dict[str, dict[str, object]] = {
         "over the threshold after": set(),
     },
     NEW: {
-        # 302: cohere_compass's pil image processing, which the fix does not otherwise touch, gets the blank line
-        # above its imports that regeneration from its fixed modular source gives it (transformers.import_layout).
-        "files changed": 302,
+        # Two of them the fix does not otherwise touch: cohere_compass's pil image processing and ernie4_5_vl_moe's
+        # image processing get the blank lines above their imports that regeneration from their fixed modular
+        # sources gives them (transformers.import_layout).
+        "files changed": 303,
         "findings fixed": 1158,
         "remaining": 25,
         "copy groups checked": 296,
