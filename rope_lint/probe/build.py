@@ -98,7 +98,7 @@ class Recipe:
         return next(iter(self.init_kwargs.values())) if self.style == "config" else None
 
 
-def _parameters(function: Any) -> list[inspect.Parameter]:
+def parameters_after_self(function: Any) -> list[inspect.Parameter]:
     """The parameters after `self`, or CannotBuild when the signature cannot be read."""
     try:
         parameters = list(inspect.signature(function).parameters.values())
@@ -117,10 +117,10 @@ def _old_style_kwargs(cls: type[nn.Module], positions: int) -> tuple[dict[str, A
     parameter of a known dimension name whose one unknown required parameter is it (`demb`) gets it as the dim."""
     unknown = [
         parameter
-        for parameter in _parameters(cls.__init__)
+        for parameter in parameters_after_self(cls.__init__)
         if _required(parameter) and parameter.name not in _KNOWN_INIT_NAMES
     ]
-    dim_names = [parameter.name for parameter in _parameters(cls.__init__) if parameter.name in _DIM_NAMES]
+    dim_names = [parameter.name for parameter in parameters_after_self(cls.__init__) if parameter.name in _DIM_NAMES]
     if not dim_names and len(unknown) == 1:
         dim_names.append(unknown.pop().name)
     if unknown:
@@ -128,7 +128,7 @@ def _old_style_kwargs(cls: type[nn.Module], positions: int) -> tuple[dict[str, A
     if not dim_names:
         raise CannotBuild("constructor takes neither a config nor a rotary dimension")
     kwargs: dict[str, Any] = dict.fromkeys(dim_names, HEAD_DIM)
-    for parameter in _parameters(cls.__init__):
+    for parameter in parameters_after_self(cls.__init__):
         if parameter.name in _MAX_POSITION_NAMES:
             kwargs[parameter.name] = positions
         elif parameter.name in _BASE_NAMES and _required(parameter):
@@ -141,7 +141,7 @@ def _old_style_kwargs(cls: type[nn.Module], positions: int) -> tuple[dict[str, A
 
 
 def _default_of(cls: type[nn.Module], names: frozenset[str]) -> Any:
-    for parameter in _parameters(cls.__init__):
+    for parameter in parameters_after_self(cls.__init__):
         if parameter.name in names and parameter.default is not inspect.Parameter.empty:
             return parameter.default
     return None
@@ -154,10 +154,10 @@ def _is_config_class(value: object) -> bool:
 def config_parameter(cls: type[nn.Module]) -> str | None:
     """The constructor's config parameter: `config`, or the one required parameter named `*_config` (a class built
     from one part of a composite config, such as `atom_config`); None for an old-style constructor."""
-    names = [parameter.name for parameter in _parameters(cls.__init__)]
+    names = [parameter.name for parameter in parameters_after_self(cls.__init__)]
     if "config" in names:
         return "config"
-    named = [parameter.name for parameter in _parameters(cls.__init__) if _required(parameter)]
+    named = [parameter.name for parameter in parameters_after_self(cls.__init__) if _required(parameter)]
     return named[0] if len(named) == 1 and named[0].endswith("_config") else None
 
 
@@ -246,7 +246,7 @@ def _config_rope(config: Any) -> tuple[int | None, float | None, float]:
 
 def _constructions(cls: type[nn.Module], positions: int) -> Iterator[Recipe | str]:
     """The ways to construct the class, likeliest first: recipes with no forward call yet, or why one failed."""
-    init_parameters = {parameter.name: parameter for parameter in _parameters(cls.__init__)}
+    init_parameters = {parameter.name: parameter for parameter in parameters_after_self(cls.__init__)}
     unset_call = ForwardCall((), (), (), ())
     config_name = config_parameter(cls)
     if config_name is None:
@@ -405,7 +405,7 @@ def _forward_calls(cls: type[nn.Module], positions: int, layer_type: str | None)
     tensors to take, points: their coordinates as x and the positions as the rest."""
     roles: list[tuple[str, str]] = []
     fixed: dict[str, Any] = {}
-    for parameter in _parameters(cls.forward):
+    for parameter in parameters_after_self(cls.forward):
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
         if parameter.name in _SEQ_LEN_NAMES:

@@ -30,6 +30,7 @@ from rope_lint.probe.build import (
     config_parameter,
     construct,
     describe,
+    parameters_after_self,
     small_config,
 )
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference, state_dict_difference
@@ -195,13 +196,9 @@ def _named_scalar(parameter: inspect.Parameter) -> Any:
 
 
 def _parameters(function: Any) -> list[inspect.Parameter]:
-    """The named parameters after `self`; CannotBuild when the signature cannot be read."""
-    try:
-        parameters = list(inspect.signature(function).parameters.values())[1:]
-    except (TypeError, ValueError) as error:
-        raise CannotBuild(f"cannot read the signature: {error}") from error
+    """The named parameters after `self` (no `*args` or `**kwargs`); CannotBuild when the signature cannot be read."""
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [parameter for parameter in parameters if parameter.kind in named]
+    return [parameter for parameter in parameters_after_self(function) if parameter.kind in named]
 
 
 class _Sizes:
