@@ -28,14 +28,23 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    its bounds are proven integral.
 4. Positions never take a table's dtype: `.type_as(self.inv_freq)` becomes `.float()` in construction, and
    `.to(device=<device>, dtype=torch.float32)` at run time (`type_as` moved them to the table's device too).
-5. In the other methods, a table read that no `.to(device=...)` moves is moved to the device of a tensor the
-   method takes (`self.cos_cached[:n].to(dtype=x.dtype)` -> `.to(device=x.device, dtype=x.dtype)`), since a
-   plain attribute does not follow `module.to(device)`; `self.inv_freq.device` becomes that device, and a read
-   of a table's dtype or shape stays. The device comes only from a parameter that is a tensor on every path, or
-   from a `torch.device` parameter (`rotary.device_source`), never from a sequence length, a shape or the
-   function an `_apply` override takes. A method without one moves nothing; a class with such a method that
-   returns what it read (`rotary.movable_rotary_classes`) would hand CPU tables to a model on an accelerator,
-   so the codemod leaves it, and its rotary bases and subclasses in the file, as they are.
+5. In the other methods, a table read is its copy on the device of a tensor the method takes, since a plain
+   attribute does not follow `module.to(device)`: `self.cos_cached[:n].to(dtype=x.dtype)` ->
+   `_rope_table_on_device(self, "cos_cached", x.device)[:n].to(dtype=x.dtype)`. That function (`TABLE_ON_DEVICE`,
+   added once to the file) moves the float32 table to the device on the first call there and keeps the copy in a
+   plain attribute, a per-device cache that `module.to(dtype)` never rounds, until the table is replaced: a
+   steady-state forward copies nothing between devices, synchronises nothing, and compiles whole. A move of the
+   copy to its own device goes, and so does one of a tensor that forward makes on the default device only to move
+   it there (`torch.arange(n).to(x.device)` -> `torch.arange(n, device=x.device)`); `self.inv_freq.device` becomes
+   that device, and a read of a table's dtype or shape stays. The device comes only from a parameter that is a
+   tensor on every path, or a device parameter (`rotary.device_source`), never from a sequence length, a shape or
+   the function an `_apply` override takes. A method without one moves nothing; a class with such a method that
+   returns what it read (`rotary.movable_rotary_classes`) would hand CPU tables to a model on an accelerator, so
+   the codemod leaves it, and its rotary bases and subclasses in the file, as they are.
+   Functions outside the class that a decorator on forward runs first (dynamic and long-context updates, which
+   take the module and a device) read the tables the same way, so that an update in place (`.copy_()`) writes into
+   the copy that forward reads, at the address CUDA graphs replay; an update that replaces a table
+   (`register_buffer`, now `setattr`) replaces the master, whose next read makes its copy again.
 
 Run it through rope-lint (`rope-lint fix --unsafe-fixes`, on files with RPL2xx findings) or LibCST:
 `python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_tables.RopeTablesCommand PATH` (see the
@@ -55,8 +64,13 @@ import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
 from rope_lint.rules.analysis import rotary
-from rope_lint.rules.analysis.rotary import LOW_PRECISION_CAST_METHODS, is_table_name, reachable_from_init
-from rope_lint.rules.edits import EQUAL, with_keyword
+from rope_lint.rules.analysis.rotary import (
+    LOW_PRECISION_CAST_METHODS,
+    TABLE_ON_DEVICE,
+    is_table_name,
+    reachable_from_init,
+)
+from rope_lint.rules.edits import with_keyword
 from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
@@ -76,7 +90,15 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
             if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
         }
         tree = tree.visit(_TableStores(kept, rotary - movable, movable))
-        return tree.visit(_RotaryClassRewrite(movable, {name: _inherited_tables(inherited[name]) for name in movable}))
+        tree = tree.visit(_RotaryClassRewrite(movable, {name: _inherited_tables(inherited[name]) for name in movable}))
+        return tree.visit(_TablesOfModuleFunctions())
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """The whole file, as `libcst.tool` gives it: with the definition of `TABLE_ON_DEVICE` where it is read
+        through. rope-lint runs `transform_module_impl` on runs of the file's statements, and adds it to the file."""
+        fixed = super().transform_module(tree)
+        text, _, _ = with_table_on_device(fixed.code)
+        return fixed if text == fixed.code else cst.parse_module(text)
 
     def _sources(self, classes: set[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         """For each of `classes`: the code of its `# Copied from` sources, and of the parent models' classes that
@@ -160,8 +182,8 @@ def _is_false(node: cst.BaseExpression | None) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
 
 
-def _self_attribute(name: str) -> cst.Attribute:
-    return cst.Attribute(value=cst.Name("self"), attr=cst.Name(name))
+def _self_attribute(name: str, owner: str = "self") -> cst.Attribute:
+    return cst.Attribute(value=cst.Name(owner), attr=cst.Name(name))
 
 
 def _is_persistent_registration(call: cst.Call) -> bool:
@@ -287,6 +309,8 @@ class _TableStores(cst.CSTTransformer):
     def _register_buffer(self, call: cst.Call) -> cst.BaseSmallStatement | list[cst.BaseSmallStatement] | None:
         if not _registers_buffer(call):
             return None
+        assert isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+        owner = call.func.value.value  # `self`, or the module a function outside the class takes
         name = _string_value(call.args[0].value)
         if not name or not is_table_name(name) or name.endswith(_FP32_SUFFIX) or name in self.copied:
             return None
@@ -297,14 +321,15 @@ class _TableStores(cst.CSTTransformer):
                 return None
             # Checkpoints carry this key (or the copy's source keeps it): keep the buffer, and compute from a float32
             # copy beside it.
-            return [cst.Assign([cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _without_final_cast(value))]
+            copy = _self_attribute(name + _FP32_SUFFIX, owner)
+            return [cst.Assign([cst.AssignTarget(copy)], _without_final_cast(value))]
         if literal:
-            return cst.Assign([cst.AssignTarget(_self_attribute(name))], _without_final_cast(value))
+            return cst.Assign([cst.AssignTarget(_self_attribute(name, owner))], _without_final_cast(value))
         return cst.Expr(
             cst.Call(
                 func=cst.Name("setattr"),
                 args=[
-                    cst.Arg(cst.Name("self"), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                    cst.Arg(cst.Name(owner), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
                     call.args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
                     cst.Arg(value),
                 ],
@@ -313,11 +338,11 @@ class _TableStores(cst.CSTTransformer):
 
 
 def _registers_buffer(call: cst.Call) -> bool:
-    """`self.register_buffer(name, value, ...)`."""
+    """`self.register_buffer(name, value, ...)`, or `module.register_buffer(...)` of a function outside the class."""
     return (
         isinstance(call.func, cst.Attribute)
         and call.func.attr.value == "register_buffer"
-        and m.matches(call.func.value, m.Name("self"))
+        and isinstance(call.func.value, cst.Name)
         and len(call.args) >= 2
     )
 
@@ -386,6 +411,146 @@ _DESCRIPTIONS = frozenset({"dtype", "shape", "ndim", "size", "dim", "numel"})
 _DEVICE_FOLLOWING_MODULES = frozenset({"torch", "math", "self"})
 
 
+# Step 5's run-time reads go through this function, defined once in each file that reads through it
+# (`with_table_on_device`). It works on a table kept as a buffer too (a class the codemod left alone, or a file fixed
+# before another): a buffer on the input's device is its own copy there.
+_TABLE_ON_DEVICE_DEFINITION = f'''def {TABLE_ON_DEVICE}(module, name, device):
+    """The float32 RoPE table `module.<name>`, kept on the CPU where `module.to(dtype)` cannot
+    round it, as a copy on `device`: made on the first call there and reused until the table is
+    replaced, so that a forward copies nothing between devices and CUDA graphs replay one address.
+    """
+    copies = module.__dict__.setdefault("_rope_tables_on_device", {{}})
+    table = getattr(module, name)
+    if (name, device) not in copies or copies[name, device][0] is not table:
+        copies[name, device] = (table, table.to(device))
+    return copies[name, device][1]
+'''
+
+
+def with_table_on_device(text: str) -> tuple[str, int, int]:
+    """`text` with the definition of `TABLE_ON_DEVICE` above the first top-level statement that calls it (above
+    its decorators and the comments right above it, such as `# Copied from`), unless the file defines it or does
+    not call it; with the 0-based line it starts at and the number of lines added (0 when none)."""
+    body = ast.parse(text).body
+    if any(isinstance(node, ast.FunctionDef) and node.name == TABLE_ON_DEVICE for node in body):
+        return text, 0, 0
+    user = next((node for node in body if _calls_table_on_device(node)), None)
+    if user is None:
+        return text, 0, 0
+    lines = text.splitlines(keepends=True)
+    at = min([user.lineno, *(decorator.lineno for decorator in getattr(user, "decorator_list", []))]) - 1
+    while at > 0 and lines[at - 1].lstrip().startswith("#"):
+        at -= 1
+    newline = "\r\n" if lines[0].endswith("\r\n") else "\n"
+    added = (_TABLE_ON_DEVICE_DEFINITION + "\n\n").replace("\n", newline)
+    return "".join([*lines[:at], added, *lines[at:]]), at, added.count(newline)
+
+
+def _calls_table_on_device(node: ast.AST) -> bool:
+    return any(
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == TABLE_ON_DEVICE
+        for call in ast.walk(node)
+    )
+
+
+def _table_on_device(owner: cst.BaseExpression, name: cst.BaseExpression, device: str) -> cst.Call:
+    """`_rope_table_on_device(owner, name, device)`: the table's copy on `device`."""
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return cst.Call(
+        func=cst.Name(TABLE_ON_DEVICE),
+        args=[cst.Arg(owner, comma=comma), cst.Arg(name, comma=comma), cst.Arg(cst.parse_expression(device))],
+    )
+
+
+def _made_where_moved(call: cst.Call, device: str) -> cst.Call:
+    """`torch.arange(n).to(device=<device>, ...)` -> `torch.arange(n, device=<device>).to(...)`: a tensor made on the
+    default device only to be moved to the input's, in every forward, is made there."""
+    func = call.func
+    if not (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "to"
+        and isinstance(func.value, cst.Call)
+        and _is_factory(func.value.func)
+        and _keyword(func.value, "device") is None
+        and any(_code(arg.value) == device for arg in call.args if arg.keyword is None or arg.keyword.value == "device")
+    ):
+        return call
+    made = with_keyword(func.value, "device", device)
+    moved = _without_device_move(call)
+    if isinstance(moved, cst.Call):
+        return moved.with_changes(func=func.with_changes(value=made))
+    return made
+
+
+def _without_repeated_move(call: cst.Call) -> cst.BaseExpression:
+    """`_rope_table_on_device(m, name, d).to(d, ...)` -> `_rope_table_on_device(m, name, d).to(...)`: the copy is on
+    `d` already. A move to another device stays."""
+    if not m.matches(call.func, m.Attribute(value=m.Call(func=m.Name(TABLE_ON_DEVICE)), attr=m.Name("to"))):
+        return call
+    assert isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call)
+    there = _code(call.func.value.args[2].value)
+    moves = [arg for arg in call.args if arg.keyword is None or arg.keyword.value == "device"]
+    return _without_device_move(call) if any(_code(arg.value) == there for arg in moves) else call
+
+
+def _reads_table_by_name(call: cst.Call, owner: str = "self") -> bool:
+    """`getattr(<owner>, "<table>")`, the name a literal or an f-string ending in the table's name."""
+    if not (m.matches(call.func, m.Name("getattr")) and len(call.args) == 2):
+        return False
+    name = _string_value(call.args[1].value)
+    return m.matches(call.args[0].value, m.Name(owner)) and name is not None and is_table_name(name)
+
+
+class _TablesOfModuleFunctions(cst.CSTTransformer):
+    """Step 5 in the functions of the module that read a module's tables from outside its class, such as the
+    dynamic and longrope updates that a decorator on forward runs (`update(module, position_ids, device)`): a
+    table read off the first parameter is its copy on the function's device (`rotary.device_source`), so that an
+    update that writes into it in place (`.copy_()`) writes into the copy that forward reads, at the address that
+    CUDA graphs replay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.functions: list[tuple[str, str | None]] = []  # per function being visited: its first parameter, device
+        self.not_read: set[cst.CSTNode] = set()  # assignment targets, and tables whose description alone is read
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False  # a class's methods are the rotary rewrite's
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        parameters = node.params.params
+        parsed = ast.parse(textwrap.dedent(_code(node))).body[0]
+        assert isinstance(parsed, ast.FunctionDef)
+        self.functions.append((parameters[0].name.value if parameters else "", rotary.device_source(parsed)))
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        self.functions.pop()
+        return updated_node
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        self.not_read.add(node.target)
+        return True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value in _DESCRIPTIONS or node.attr.value == "device":
+            self.not_read.add(node.value)
+        return True
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self.functions and self.functions[-1][1] and _reads_table_by_name(updated_node, self.functions[-1][0]):
+            owner, device = self.functions[-1]
+            return _table_on_device(cst.Name(owner), updated_node.args[1].value, device)  # type: ignore[arg-type]
+        return _without_repeated_move(updated_node)
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        if not (self.functions and self.functions[-1][1]) or original_node in self.not_read:
+            return updated_node
+        owner, device = self.functions[-1]
+        if m.matches(updated_node.value, m.Name(owner)) and is_table_name(updated_node.attr.value):
+            return _table_on_device(updated_node.value, cst.SimpleString(f'"{updated_node.attr.value}"'), device)
+        return updated_node
+
+
 class _RotaryClassRewrite(cst.CSTTransformer):
     """Steps 3 to 5, inside rotary classes."""
 
@@ -402,8 +567,9 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         self.device: str | None = None  # the runtime method's device to move tables to, as an expression
         self.bound: set[str] = set()  # the construction method's parameters and the names it assigns
         self.feeding: set[str] = set()  # the names that the construction method's table stores read
-        self.moved: set[cst.CSTNode] = set()  # table reads that need no move: moved by a `.to(...)` or by their return
+        self.described: set[cst.CSTNode] = set()  # table reads that only describe it (`.dtype`, `.shape`), no data
         self.stored: set[cst.CSTNode] = set()  # assignment targets, which are not reads
+        self.on_cpu = 0  # the depth of `with torch.device("cpu"):` blocks being visited
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.class_stack.append(node.name.value)
@@ -455,25 +621,16 @@ class _RotaryClassRewrite(cst.CSTTransformer):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         # `self.inv_freq.dtype`, `self.cos_cached.shape[0]`: the table's description, the same on every device.
         if node.attr.value in _DESCRIPTIONS or node.attr.value == "device":
-            self.moved.add(node.value)
+            self.described.add(node.value)
         return True
 
-    def visit_Call(self, node: cst.Call) -> bool:
-        if m.matches(node.func, m.Attribute(attr=m.Name("to"))):
-            assert isinstance(node.func, cst.Attribute)
-            root = _receiver_root(node.func.value)
-            if root is not None:
-                self.moved.add(root)
+    def visit_With(self, node: cst.With) -> bool:
+        self.on_cpu += _on_cpu(node)
         return True
 
-    def visit_Return(self, node: cst.Return) -> bool:
-        elements = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value] if node.value else []
-        for element in elements:
-            value = element.value if isinstance(element, cst.Element) else element
-            root = _receiver_root(value)
-            if _is_bare_table_read(value) and root is not None:
-                self.moved.add(root)
-        return True
+    def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
+        self.on_cpu -= _on_cpu(original_node)
+        return updated_node
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -481,7 +638,8 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         # Step 3: a table computed by a function from outside the class (a helper, `ROPE_INIT_FUNCTIONS[...]`)
         # computes on the CPU too, whatever the default device: a plain attribute that a model built on `meta`
         # holds there would stay there through `to_empty()`.
-        if self.constructing and self._feeds_table(updated_node) and self._calls_outside(updated_node):
+        pinned = self.on_cpu > 0  # already under `with torch.device("cpu"):`, as a second run finds it
+        if self.constructing and not pinned and self._feeds_table(updated_node) and self._calls_outside(updated_node):
             line = updated_node.with_changes(leading_lines=())
             return cst.With(
                 items=[cst.WithItem(cst.parse_expression('torch.device("cpu")'))],
@@ -532,24 +690,24 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         if not self.in_rotary or self.method is None:
             return updated_node
         func = updated_node.func
-        # `getattr(self, "inv_freq")` of a persistent table reads its float32 copy, as `self.inv_freq` does.
-        if m.matches(
-            updated_node, m.Call(func=m.Name("getattr"), args=[m.Arg(m.Name("self")), m.Arg(m.SimpleString())])
-        ):
-            name = _string_value(updated_node.args[1].value)
-            if name in self.persistent and self.method != "__init__":
-                args = [
-                    updated_node.args[0],
-                    updated_node.args[1].with_changes(value=cst.SimpleString(f'"{name}_fp32"')),
-                ]
-                return updated_node.with_changes(args=args)
+        # `getattr(self, "inv_freq")` reads as `self.inv_freq` does: a persistent table through its float32 copy, and
+        # at run time the copy on the input's device.
+        if self.method != "__init__" and _reads_table_by_name(updated_node):
+            name = updated_node.args[1].value
+            if _string_value(name) in self.persistent:
+                name = cst.SimpleString(f'"{_string_value(name)}{_FP32_SUFFIX}"')
+            if self.at_runtime and self.device:
+                return _table_on_device(cst.Name("self"), name, self.device)
+            return updated_node.with_changes(args=[updated_node.args[0], updated_node.args[1].with_changes(value=name)])
         # Step 4: positions take float32, never the dtype of a table; `type_as` moved them to the table's device too.
         is_type_as = m.matches(func, m.Attribute(attr=m.Name("type_as"))) and updated_node.args
-        if is_type_as and _reads_table(updated_node.args[0].value):
+        if is_type_as and _reads_table(original_node.args[0].value):  # as written: a read may be a copy's now
             assert isinstance(func, cst.Attribute)
             if self.at_runtime and self.device:
-                return cst.parse_expression(f"_.to(device={self.device}, dtype=torch.float32)").with_changes(
-                    func=cst.Attribute(value=func.value, attr=cst.Name("to"))
+                moved = cst.parse_expression(f"_.to(device={self.device}, dtype=torch.float32)")
+                assert isinstance(moved, cst.Call)
+                return _made_where_moved(
+                    moved.with_changes(func=cst.Attribute(value=func.value, attr=cst.Name("to"))), self.device
                 )
             return cst.Call(func=func.with_changes(attr=cst.Name("float")))
         if self.constructing:
@@ -559,11 +717,9 @@ class _RotaryClassRewrite(cst.CSTTransformer):
             moves_enumeration = m.matches(func, m.Attribute(attr=m.Name("to"))) and _contains_factory(func.value)
             if moves_enumeration and not _is_default_device_move(updated_node):
                 return _without_device_move(updated_node)
-        # Step 5: at runtime, a `.to(...)` of a table read moves it to the device of a tensor the method takes.
-        is_move = m.matches(func, m.Attribute(attr=m.Name("to"))) and _reads_table(func.value)
-        if self.at_runtime and self.device and is_move:
-            return _with_device(updated_node, self.device)
-        return updated_node
+        if self.at_runtime and self.device:
+            updated_node = _made_where_moved(updated_node, self.device)
+        return _without_repeated_move(updated_node)
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         if not (self.in_rotary and self.method not in (None, "__init__")):
@@ -576,15 +732,15 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         if name in self.persistent:  # a persistent table is read through its float32 copy
             name += _FP32_SUFFIX
             updated_node = updated_node.with_changes(attr=cst.Name(name))
-        if self.at_runtime and self.device and name in self.tables and original_node not in self.moved:
-            return _moved(updated_node, self.device)
+        if self.at_runtime and self.device and name in self.tables and original_node not in self.described:
+            # Step 5: the table's copy on the input's device, made once (`TABLE_ON_DEVICE`).
+            return _table_on_device(updated_node.value, cst.SimpleString(f'"{name}"'), self.device)
         return updated_node
 
-    def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
-        # Step 5: a table returned as it is moves to the input's device, slice and all.
-        if self.at_runtime and self.device and updated_node.value is not None:
-            return updated_node.with_changes(value=_move_bare_table_reads(updated_node.value, self.device))
-        return updated_node
+
+def _on_cpu(block: cst.With) -> bool:
+    """`with torch.device("cpu"):`."""
+    return any(_code(item.item) in ('torch.device("cpu")', "torch.device('cpu')") for item in block.items)
 
 
 def _is_factory(func: cst.BaseExpression) -> bool:
@@ -625,25 +781,6 @@ def _names_read_by_table_stores(method: cst.FunctionDef) -> set[str]:
         assert isinstance(call, cst.Call)
         values.extend(arg.value for arg in call.args[1:])
     return {name.value for value in values for name in m.findall(value, m.Name()) if isinstance(name, cst.Name)}
-
-
-def _receiver_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`self.cos_cached` of `self.cos_cached[:n].float()`: what a chain of subscripts and calls starts from. None
-    when a subscript indexes by a tensor (`self.cos_cached[position_ids]`): a table on the CPU takes no index on an
-    accelerator, so the table moves before it, not after."""
-    while True:
-        if isinstance(node, cst.Subscript):
-            if _indexes_by_value(node):
-                return None
-            node = node.value
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            node = node.func.value
-        else:
-            return node
-
-
-def _moved(node: cst.BaseExpression, device: str) -> cst.Call:
-    return cst.Call(func=cst.Attribute(value=node, attr=cst.Name("to")), args=[cst.Arg(cst.parse_expression(device))])
 
 
 def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
@@ -726,53 +863,3 @@ def _without_device_move(call: cst.Call) -> cst.BaseExpression:
         return call
     kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=kept)
-
-
-def _with_device(call: cst.Call, device: str) -> cst.Call:
-    """A `.to(...)` that names no device gets `device=<device>` first."""
-    code = cst.Module([]).code_for_node(call)
-    if "device" in code.split(".to(", 1)[-1]:
-        return call
-    positional = [arg for arg in call.args if arg.keyword is None]
-    if positional:  # `.to(x.dtype)` -> `.to(device=x.device, dtype=x.dtype)`
-        call = call.with_changes(
-            args=[arg.with_changes(keyword=cst.Name("dtype"), equal=EQUAL) if arg.keyword is None else arg
-                  for arg in call.args]
-        )  # fmt: skip
-    moved = with_keyword(call, "device", device)
-    # device first, as people write it: move the new argument to the front.
-    args = list(moved.args)
-    device = args.pop()
-    first, rest = device.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), args
-    rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return moved.with_changes(args=[first, *rest])
-
-
-def _move_bare_table_reads(value: cst.BaseExpression, device: str) -> cst.BaseExpression:
-    """`return self.cos_cached[:n], ...` -> `return self.cos_cached[:n].to(x.device), ...`."""
-
-    def moved(element: cst.BaseExpression) -> cst.BaseExpression:
-        return _moved(element, device) if _is_bare_table_read(element) else element
-
-    if isinstance(value, cst.Tuple):
-        return value.with_changes(elements=[e.with_changes(value=moved(e.value)) for e in value.elements])
-    return moved(value)
-
-
-def _indexes_by_value(subscript: cst.Subscript) -> bool:
-    """`t[position_ids]`, `t[:, ids]`: an index other than slices, integers, `None` and `...`."""
-    return any(
-        isinstance(element.slice, cst.Index)
-        and not isinstance(element.slice.value, cst.Integer | cst.Ellipsis)
-        and not m.matches(element.slice.value, m.Name("None"))
-        for element in subscript.slice
-    )
-
-
-def _is_bare_table_read(node: cst.BaseExpression) -> bool:
-    """`self.cos_cached` or `self.cos_cached[:n]`: a table, not moved or cast."""
-    while isinstance(node, cst.Subscript):
-        if _indexes_by_value(node):
-            return False
-        node = node.value
-    return isinstance(node, cst.Attribute) and m.matches(node.value, m.Name("self")) and is_table_name(node.attr.value)

@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from helpers import install_transformers, probe
-from releases import NEW, OLD, PROBE_TRIGGERS, AcceptanceRun, acceptance_run
+from releases import NEW, OLD, PROBE_TRIGGERS, TREE_PROBE_OPTIONS, AcceptanceRun, acceptance_run
 
 
 # The acceptance command on each pinned transformers release, once per session: several test modules judge it, and
@@ -28,12 +28,29 @@ def new_acceptance(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceRun:
 
 @pytest.fixture(scope="session")
 def unfixed_probe() -> Callable[[str], dict[str, Any]]:
-    """The probe of a release's whole unfixed `transformers` package under PROBE_TRIGGERS, run once per session for
-    each release asked: the whole-tree tests and the probe's tests judge the same report (the newest release's run
-    takes minutes)."""
+    """The probe of a release's whole unfixed `transformers` package under PROBE_TRIGGERS (with TREE_PROBE_OPTIONS), run
+    once per session for each release asked: the whole-tree tests and the probe's tests judge the same report (the
+    newest release's run takes minutes)."""
 
     @cache
     def run(version: str) -> dict[str, Any]:
-        return probe("transformers", pythonpath=[install_transformers(version)], triggers=PROBE_TRIGGERS)
+        site = install_transformers(version)
+        return probe("transformers", pythonpath=[site], triggers=PROBE_TRIGGERS, options=TREE_PROBE_OPTIONS)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def fixed_probe() -> Callable[[AcceptanceRun], dict[str, Any]]:
+    """The same probe of a release's fixed copy (its acceptance run), once per session for each release asked."""
+    reports: dict[str, dict[str, Any]] = {}
+
+    def run(release: AcceptanceRun) -> dict[str, Any]:
+        if release.version not in reports:
+            pythonpath = [release.fixed.parent, release.site]
+            reports[release.version] = probe(
+                "transformers", pythonpath=pythonpath, triggers=PROBE_TRIGGERS, options=TREE_PROBE_OPTIONS
+            )
+        return reports[release.version]
 
     return run

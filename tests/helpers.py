@@ -101,11 +101,12 @@ def run_python(code: str, *args: str, pythonpath: Sequence[Path] = (), stderr: A
     return ProbeRun(result.returncode, result.stdout, result.stderr or "")
 
 
-def probe(*targets: str, pythonpath: Sequence[Path], triggers: str) -> dict[str, Any]:
-    """`rope-lint probe TARGETS --trigger TRIGGERS` in a fresh process, its JSON report; exit 0 or 1 (findings, or a
-    class it could not measure), never a usage or internal error."""
+def probe(*targets: str, pythonpath: Sequence[Path], triggers: str, options: Sequence[str] = ()) -> dict[str, Any]:
+    """`rope-lint probe TARGETS --trigger TRIGGERS OPTIONS` in a fresh process, its JSON report; exit 0 or 1 (findings,
+    or a class it could not measure), never a usage or internal error."""
     code = "import sys\nfrom rope_lint.cli import main\nsys.exit(main(['probe', *sys.argv[1:]]))\n"
-    run = run_python(code, *targets, "--trigger", triggers, "--output-format", "json", pythonpath=pythonpath)
+    arguments = [*targets, "--trigger", triggers, *options, "--output-format", "json"]
+    run = run_python(code, *arguments, pythonpath=pythonpath)
     assert run.returncode in (0, 1), run.stderr[-3000:]
     return run.json()
 

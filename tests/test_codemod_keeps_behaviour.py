@@ -34,7 +34,7 @@ class Case:
     arguments: Callable[[torch.device], tuple[Any, ...]]  # forward's arguments for positions 0..4095, on a device
 
     def __str__(self) -> str:
-        return self.cls
+        return "-".join([self.cls, *(str(value) for key, value in self.kwargs.items() if key == "rope_type")])
 
 
 def activations(device: torch.device) -> tuple[Any, ...]:
@@ -77,6 +77,16 @@ CASES = [
         {"dim": DIM, "rope_type": "scaled", "max_positions": POSITIONS},
         activations_and_positions,
     ),
+    # Issue 19: tables read through their copy on the input's device, and updates outside the class that replace
+    # them or write into them in place.
+    Case(
+        "rotary_cache",
+        "CachedRotaryEmbedding",
+        {"dim": DIM, "max_position_embeddings": POSITIONS},
+        lambda device: (*activations(device), POSITIONS),
+    ),
+    Case("rotary_updates", "UpdatedRotaryEmbedding", {"dim": DIM}, activations_and_positions),
+    Case("rotary_updates", "UpdatedRotaryEmbedding", {"dim": DIM, "rope_type": "long"}, activations_and_positions),
 ]
 META = torch.device("meta")
 CPU = torch.device("cpu")
@@ -170,3 +180,76 @@ def test_fixed_class_materialised_from_meta_computes_what_the_original_computes(
     if hasattr(fixed, "reset_parameters"):
         fixed.reset_parameters()
     assert_same(outputs(fixed, case, CPU), outputs(build(case, "hazards"), case, CPU))
+
+
+def tables(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The float32 tables the fixed class keeps as plain attributes: its masters, on the CPU."""
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if isinstance(value, torch.Tensor) and value.dtype == torch.float32
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_fixed_class_moves_between_devices_and_dtypes_and_keeps_its_float32_tables(case: Case) -> None:
+    """cpu -> meta -> cpu, then bf16 -> fp32, as users move models: every output is on the input's device and in
+    its dtype, the results on the CPU are the first ones again, and the float32 tables are never rounded. Back from
+    meta with `to_empty()`, as a module with buffers must come (their data is gone): the tables are not buffers."""
+    fixed = build(case, "fixed")
+    first = outputs(fixed, case, CPU)
+    masters = {name: table.clone() for name, table in tables(fixed).items()}
+    fixed.to(META)
+    for _ in range(2):
+        assert {tensor.device for tensor in outputs(fixed, case, META)} == {META}
+    fixed.to_empty(device=CPU)
+    assert all(torch.equal(got, expected) for got, expected in zip(outputs(fixed, case, CPU), first, strict=True))
+    fixed.to(torch.bfloat16)
+    arguments = [
+        a.bfloat16() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in case.arguments(CPU)
+    ]
+    with torch.no_grad():
+        low, original_low = fixed(*arguments), build(case, "hazards").to(torch.bfloat16)(*arguments)
+    low, original_low = (list(result) if isinstance(result, tuple) else [result] for result in (low, original_low))
+    # The late cast: the float32 result rounded once, at the end, to the dtype the original returns.
+    for got, fp32, original in zip(low, first, original_low, strict=True):
+        assert got.dtype == original.dtype and torch.equal(got, fp32.to(original.dtype))
+    fixed.to(torch.float32)
+    assert all(torch.equal(got, expected) for got, expected in zip(outputs(fixed, case, CPU), first, strict=True))
+    after = tables(fixed)
+    assert masters and after.keys() >= masters.keys()
+    assert all(after[name].device == CPU and torch.equal(after[name], table) for name, table in masters.items())
+
+
+def test_an_update_outside_the_class_writes_into_the_copy_that_forward_reads() -> None:
+    """A long-context update (`switch_frequencies`) writes the long or the short frequencies in place: into the copy
+    on the input's device, the same tensor every call (CUDA graphs replay its address), never into the float32
+    master; and on the CPU the fixed class computes what the original computes, long and short alike."""
+    case = next(case for case in CASES if case.kwargs.get("rope_type") == "long")
+    fixed = build(case, "fixed").to(META)
+    master = fixed.inv_freq.clone()
+    copies = []
+    for _ in range(2):
+        outputs(fixed, case, META)
+        copies.append(vars(fixed)["_rope_tables_on_device"]["inv_freq", META][1])
+    assert copies[0] is copies[1] and copies[0].device == META
+    assert fixed.inv_freq.device == CPU and torch.equal(fixed.inv_freq, master)
+    original, fixed = build(case, "hazards"), build(case, "fixed")
+    for length in (32, 128, 32):  # short, long (past 64 positions), short again
+        short = Case(case.fixture, case.cls, case.kwargs, lambda device, n=length: (
+            torch.ones(1, n, DIM, device=device), torch.arange(n, device=device)[None]
+        ))  # fmt: skip
+        got, expected = outputs(fixed, short, CPU), outputs(original, short, CPU)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_an_update_outside_the_class_that_replaces_the_table_computes_what_the_original_computes() -> None:
+    """The dynamic update replaces `inv_freq` when the positions outgrow it: the fixed class follows it."""
+    original, fixed = (build(Case("rotary_updates", "UpdatedRotaryEmbedding", {"dim": DIM, "rope_type": "dynamic"},
+                                  activations_and_positions), kind) for kind in ("hazards", "fixed"))  # fmt: skip
+    for length in (32, 96, 200):
+        arguments = (torch.ones(1, length, DIM), torch.arange(length)[None])
+        with torch.no_grad():
+            got, expected = fixed(*arguments), original(*arguments)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert fixed.max_positions == original.max_positions == 200

@@ -75,15 +75,15 @@ def test_the_fix_of_each_shape_regenerates(tmp_path: Path) -> None:
         init = ast.unparse(member(path, "BetaRotaryEmbedding", "__init__"))
         assert "self.inv_freq_fp32 = inv_freq" in init and "persistent=False" in init
     alpha_forward = ast.unparse(member(alpha, "AlphaRotaryEmbedding", "forward"))
-    assert "self.inv_freq_fp32" in alpha_forward
+    assert "_rope_table_on_device(self, 'inv_freq_fp32', " in alpha_forward
     assert ast.unparse(member(beta / "modeling_beta.py", "BetaRotaryEmbedding", "forward")) == alpha_forward
     # gamma inherits `__init__` (a table that becomes a plain attribute) and writes its own `forward`: the modular
-    # source's `forward` moves the table to the input's device as the generated file's does.
+    # source's `forward` reads the table's copy on the input's device as the generated file's does.
     gamma = models / "gamma"
     for method in ("forward", "_phases"):
         modular = member(gamma / "modular_gamma.py", "GammaTimeRotaryEmbedding", method)
         assert same(modular, member(gamma / "modeling_gamma.py", "GammaTimeRotaryEmbedding", method))
-    assert "self.inv_freq.to(timestamps.device)" in ast.unparse(
+    assert "_rope_table_on_device(self, 'inv_freq', timestamps.device)" in ast.unparse(
         member(gamma / "modular_gamma.py", "GammaTimeRotaryEmbedding", "forward")
     )
     # delta's generated file imports `torch.nn.functional as F`, its modular source only `nn`: both get the modular

@@ -240,7 +240,7 @@ def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_al
     once = RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
     assert once.count("# a comment") == 1 and once.count("self.inv_freq_fp32 = ") == 1
     # `x` is never read, so only `position_ids` is shown to be a tensor; the kept buffer stays on the default device.
-    assert "* self.inv_freq_fp32.to(position_ids.device)" in once
+    assert '* _rope_table_on_device(self, "inv_freq_fp32", position_ids.device)' in once
     # The kept buffer is registered on the default device, where the original put it: the whole quotient moves.
     assert (
         '"inv_freq", (1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim)))'
@@ -321,8 +321,8 @@ def test_an_apply_override_reads_its_tables_where_they_are() -> None:
     rewritten = RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
     assert "fn.device" not in rewritten
     assert "torch.arange(self.cos_cached.shape[0]), self.inv_freq).cos()" in rewritten
-    # The table moves before it is indexed: a CPU table takes no index that lives on an accelerator.
-    assert "return self.cos_cached.to(x.device)[position_ids].to(x.dtype)" in rewritten
+    # The table's copy on the input's device is indexed: a CPU table takes no index that lives on an accelerator.
+    assert 'return _rope_table_on_device(self, "cos_cached", x.device)[position_ids].to(x.dtype)' in rewritten
 
 
 @pytest.mark.parametrize(
@@ -333,12 +333,15 @@ def test_an_apply_override_reads_its_tables_where_they_are() -> None:
         ("def forward(self, x, ids):\n    return ids[..., None] * self.inv_freq", "ids.device"),
         ("def forward(self, seq_len: int, device: torch.device):\n    return self.inv_freq", "device"),
         ("def forward(self, q: torch.Tensor, k: torch.Tensor):\n    return q", "q.device"),
+        # A parameter named `device` is one, as a dynamic update takes it: `update(module, position_ids, device)`.
+        ("def update(module, position_ids, device):\n    return module.inv_freq", "device"),
         ("def forward(self, x):\n    if seq_len > 4:\n        self._build(x.device)\n    return self.cos", "x.device"),
         # None of these is a tensor on every path.
         ("def forward(self, seq_len):\n    return self.inv_freq * seq_len", None),
         ("def grid(self, shape):\n    return torch.arange(shape[0]).float()[:, None] * self.inv_freq", None),
         ("def _apply(self, fn, recurse=True):\n    self.cos = fn(self.cos)\n    return self", None),
         ("def forward(self, x=None):\n    return x.float()", None),
+        ("def update(module, position_ids, device=None):\n    return module.inv_freq", None),
         ("def forward(self, x):\n    if x is not None:\n        return x.float()\n    return self.cos", None),
         ("def forward(self, x: Optional[torch.Tensor]):\n    return x.float()", None),
     ],
@@ -349,3 +352,27 @@ def test_a_table_moves_only_to_the_device_of_a_tensor_the_method_takes(method: s
     function = ast.parse(method).body[0]
     assert isinstance(function, ast.FunctionDef)
     assert rotary.device_source(function) == device
+
+
+def test_a_second_codemod_run_leaves_a_table_computed_on_the_cpu_as_it_is() -> None:
+    """A class rewritten once is left alone by the codemod: a table from a function outside the class is under
+    `with torch.device("cpu"):` already, and its reads go through their copy on the input's device already (a modular
+    source's class is rewritten on every run of the fix, findings or not: `fix.origins.carried_rewrites`)."""
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.rope_tables import RopeTablesCommand
+
+    source = (
+        "class ToyRotaryEmbedding(nn.Module):\n"
+        "    def __init__(self, config):\n"
+        "        super().__init__()\n"
+        "        inv_freq, self.attention_scaling = ROPE_INIT_FUNCTIONS[config.rope_type](config)\n"
+        '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n'
+        "\n"
+        "    def forward(self, x, position_ids):\n"
+        "        return position_ids[..., None].float() * self.inv_freq.to(x.device)\n"
+    )
+    once = RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
+    assert once.count('with torch.device("cpu"):') == 1
+    assert '* _rope_table_on_device(self, "inv_freq", x.device)\n' in once
+    assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once

@@ -26,7 +26,7 @@ from rope_lint.engine import Settings, check_source, decode, read_bytes, read_tr
 from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import changed_regions, formatted_like_original
 from rope_lint.fix.names import ModuleNames, with_imports
-from rope_lint.fix.origins import spelled_as_origins
+from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import RULES_BY_CODE
@@ -85,10 +85,11 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
         return FileFixOutcome(str(path), remaining=[source])
     found = spelled_as_origins(path, source.text, check_source(str(path), source.text, settings), settings)
     chosen = fixable(found, unsafe)
-    if not chosen:
+    carried = fixable(carried_rewrites(path, source.text, found), unsafe)
+    if not chosen + carried:
         return FileFixOutcome(str(path), remaining=found)
     try:
-        result = apply_fixes(source.text, chosen)
+        result = apply_fixes(source.text, chosen + carried)
         # ruff works after the check in `apply_fixes`: a formatted or tidied text is kept only if it compiles too, and
         # otherwise the text that did is written.
         formatted = _compiling_or(formatted_like_original(path, source.text, result.text, result.regions), result.text)
@@ -104,7 +105,7 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
     changed = result.text != source.text
     original = source.text if changed and not (diff_only or hold) else None
     held = HeldFix(source, result.text, found) if changed and hold else None
-    fixed = gone(result.applied, found, remaining)
+    fixed = gone([d for d in result.applied if d not in carried], found, remaining)
     return FileFixOutcome(str(path), fixed, remaining, diff, original=original, held=held)
 
 
@@ -271,15 +272,24 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
         done, new_done = last, new_first + len(new_chunk)
     pieces.append("".join(lines[done:]))
     text = "".join(pieces)
+    if any(isinstance(d.fix.payload, ClassRewrite) for d in applied if d.fix is not None):
+        from rope_lint.codemods.rope_tables import with_table_on_device
+
+        text, at, added = with_table_on_device(text)
+        regions = _shifted(regions, at, added)
     if names.imports:
         before = len(physical_lines(text))
         text, at = with_imports(text, names.imports)
-        added = len(physical_lines(text)) - before
-        regions = [(a, b, c + added, d + added) if c >= at else (a, b, c, d) for a, b, c, d in regions]
+        regions = _shifted(regions, at, len(physical_lines(text)) - before)
     error = compile_error(text)
     if error is not None:
         raise UnsafeResultError(f"the fixed code would not compile ({error}); the file was left as it was")
     return FixResult(text, applied, regions)
+
+
+def _shifted(regions: list[Region], at: int, added: int) -> list[Region]:
+    """The changed regions after `added` lines were inserted at line `at` (0-based) of the new text."""
+    return [(a, b, c + added, d + added) if c >= at else (a, b, c, d) for a, b, c, d in regions]
 
 
 def compile_error(text: str) -> str | None:

@@ -1,5 +1,8 @@
 """A generated transformers file's fixes written as its origins' fixes are, so that regeneration reproduces them.
 
+And the other way round: a modular source's class gets the rope rewrite that the fix gives the class generated from it
+(`carried_rewrites`), where its own methods read tables that it takes from a parent model's class.
+
 A statement of a generated `modeling_X.py` is copied from its modular source, or from a parent model's file
 (`transformers.generated.origin`). The fix edits that origin too, and writes there what the origin's imports spell
 (`nn.functional.softplus` under `from torch import nn`); the generated file, which may import more (`import
@@ -12,9 +15,10 @@ import ast
 import re
 from pathlib import Path
 
-from rope_lint.diagnostics import Diagnostic
+from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 from rope_lint.engine import Settings, check_source
 from rope_lint.fix.names import ModuleNames
+from rope_lint.rules.analysis.rotary import is_table_name
 from rope_lint.rules.base import ClassRewrite
 from rope_lint.transformers import generated
 
@@ -67,6 +71,36 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
                 finding = finding._replace(fix=twin.fix)
         result.append(finding)
     return result
+
+
+def carried_rewrites(path: Path, text: str, findings: list[Diagnostic]) -> list[Diagnostic]:
+    """For a modular source (`path`, text `text`): a rope rewrite of each class without one among `findings` whose
+    methods read a table (`self.inv_freq`, `getattr(self, f"{layer_type}_inv_freq")`) where a parent model's class it
+    subclasses stores tables. The fix of that parent
+    keeps the table on the CPU, and the class generated from this one reads it through its copy on the input's
+    device (`codemods/rope_tables.py`, step 5); regeneration copies the methods from here, so they must read it the
+    same way. Not findings of their own: nothing is reported or counted for them."""
+    if not path.name.startswith("modular_") or (tree := generated.parsed_text(text)) is None:
+        return []
+    rewritten = {d.fix.payload.class_name for d in findings if d.fix and isinstance(d.fix.payload, ClassRewrite)}
+    carried = []
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef) or cls.name in rewritten:
+            continue
+        # `self.inv_freq`, or a name given as a string: `getattr(self, f"{layer_type}_inv_freq")`.
+        names = {
+            node.attr if isinstance(node, ast.Attribute) else node.value
+            for node in ast.walk(cls)
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self")
+            or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+        }
+        parents = generated.inherited_classes(path, text, cls.name)
+        if any(is_table_name(name) for name in names) and any(is_table_name(code) for code in parents):
+            start, end = Position(cls.lineno, 0), Position(cls.end_lineno or cls.lineno, 0)
+            message = "reads the tables of a parent model's class, which the fix of that class moves"
+            fix = Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name))
+            carried.append(Diagnostic(str(path), "RPL202", "rope-buffer-downcast", message, start, end, fix))
+    return carried
 
 
 def _indent(line: str) -> int:

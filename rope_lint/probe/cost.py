@@ -8,11 +8,15 @@ in for the accelerator (`--runtime-cost`):
 - whether `torch.compile(module, fullgraph=True)` can compile forward: TorchDynamo traces it (`torch._dynamo.explain`,
   which needs no compiler backend) on CPU inputs, and the graph breaks are listed with their reasons.
 
-A CPU tensor of zero dimensions mixed with meta tensors is a scalar to torch, not a copy.
+A CPU tensor of zero dimensions mixed with meta tensors is a scalar to torch, not a copy. torch has no autocast for
+the meta device: an autocast block that the input's device names (`torch.autocast(x.device.type, enabled=False)`)
+is the CPU's there, which an accelerator's stands for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,11 +66,26 @@ class _CrossDeviceOps(TorchDispatchMode):
         return output
 
 
+@contextmanager
+def _meta_autocast_as_cpu() -> Iterator[None]:
+    """`torch.autocast(device_type="meta", ...)` as the CPU's (see the module docstring)."""
+    original = torch.autocast.__init__
+
+    def init(self: torch.autocast, device_type: str, *args: Any, **kwargs: Any) -> None:
+        original(self, "cpu" if device_type == "meta" else device_type, *args, **kwargs)
+
+    torch.autocast.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.autocast.__init__ = original  # type: ignore[method-assign]
+
+
 def steady_state_copies(recipe: Recipe) -> int:
     """Cross-device copies in the second forward of the class moved to the meta device (see the module docstring)."""
     module = construct(recipe).to(META)
     arguments = forward_arguments(recipe, torch.float32, META)
-    with torch.no_grad():
+    with torch.no_grad(), _meta_autocast_as_cpu():
         module(**arguments)
         with _CrossDeviceOps() as counter:
             module(**arguments)

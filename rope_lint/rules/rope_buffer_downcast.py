@@ -30,14 +30,16 @@ class RopeBufferDowncast(Rule):
     ```
 
     ## Use instead
-    A float32 plain attribute, which `module.to()` leaves alone, moved to the input's device where it is used:
+    A float32 plain attribute, which `module.to()` leaves alone, read through its copy on the input's device (made
+    once per device):
     ```python
     self.inv_freq = inv_freq
     ```
 
     ## Fix safety
     Unsafe, and made by the rope codemod (`codemods/rope_tables.py`) on the whole class: the table stops
-    following `module.to(device)`, so every use must move it, and the codemod rewrites those uses too. A
+    following `module.to(device)`, so every use reads its copy on the input's device, and the codemod rewrites
+    those uses too (the copy is made on the first forward on a device, then reused). A
     persistent buffer stays registered (its state_dict key stays), and the class computes from a float32 copy.
     No fix for a class whose methods return tables without taking a tensor (a sequence length, a shape): there
     is no device to move the table to.

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
+from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 from rope_lint.transformers import generated
 
 # A class's members: each method or class-level name, with its code and the file it comes from.
@@ -40,7 +41,7 @@ class Violation:
     """A definition of a generated file that regeneration would not give back after the fix."""
 
     path: str  # the generated file
-    line: int
+    line: int  # of the definition before the fix: the file is left as it was
     name: str  # `Class.member`, `Class` or `function`
     reason: str
     group: tuple[str, ...]  # the files whose fixes go or stay together: the generated file, its origins
@@ -161,7 +162,7 @@ def _file_violations(path: str, old: TreeView, new: TreeView) -> list[Violation]
             (want_before, _), (want_after, origin) = expected_before[name], expected_after[name]
             reason = _differs(new, previous, node, want_before, want_after)
             if reason:
-                found.append(Violation(path, node.lineno, name, reason, (path, modular, origin)))
+                found.append(Violation(path, previous.lineno, name, reason, (path, modular, origin)))
     return found
 
 
@@ -189,7 +190,8 @@ def _class_violations(
             or new.normal(have_before[member][0]) != new.normal(code)
         )
         if reason:
-            found.append(Violation(path, code.lineno, f"{node.name}.{member}", reason, (path, modular, origin)))
+            line = have_before[member][0].lineno
+            found.append(Violation(path, line, f"{node.name}.{member}", reason, (path, modular, origin)))
     if not changed:
         return found
     inherited_before = _defined_by_bases(node, old.tree(path))
@@ -200,7 +202,7 @@ def _class_violations(
             origins = tuple(dict.fromkeys([path, modular, *(origin for _, origin in members.values())]))
             names = ", ".join(f"self.{name}" for name in sorted(undefined))
             reason = f"its members read {names}, which none of them defines"
-            found.append(Violation(path, node.lineno, node.name, reason, origins))
+            found.append(Violation(path, previous.lineno, node.name, reason, origins))
             break
     return found
 
@@ -378,7 +380,20 @@ def _undefined_reads(members: Members, inherited: set[str]) -> set[str]:
         for node in ast.walk(code):
             if _is_self_attribute(node) and isinstance(node.ctx, ast.Load):
                 read.add(node.attr)
+            elif (name := _read_by_name(node)) is not None:
+                read.add(name)
     return read - defined
+
+
+def _read_by_name(node: ast.AST) -> str | None:
+    """X of `getattr(self, "X")`, or of the rope codemod's read of a table's copy on a device."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 2):
+        return None
+    owner, name = node.args[:2]
+    reads = node.func.id == TABLE_ON_DEVICE or (node.func.id == "getattr" and len(node.args) == 2)  # no default
+    if not reads or not (isinstance(owner, ast.Name) and owner.id == "self"):
+        return None
+    return name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
 
 
 def _stored(code: ast.AST) -> set[str]:

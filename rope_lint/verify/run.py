@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rope_lint.fix.apply import FileFixOutcome, restored, with_held_fix_written, without_held_fix
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED, Verification
+from rope_lint.transformers import generated
 from rope_lint.verify.changes import verify_changes
 from rope_lint.verify.models import (
     UNBUILDABLE,
@@ -76,8 +77,14 @@ def _models_verified(outcomes: list[FileFixOutcome]) -> tuple[list[FileFixOutcom
             verification = _architecture(shown, result)
             found.append(verification)
             if verification.status == FAILED and index is not None and outcomes[index].original is not None:
-                reason = f"{verification.name}: {verification.detail}"
-                outcomes[index] = restored(outcomes[index], f"model verification failed, file restored: {reason}")
+                reason = f"model verification failed, file restored: {verification.name}: {verification.detail}"
+                # The modular source the file is generated from goes back with it: the rewrite its classes got was
+                # this file's (`fix.origins.carried_rewrites`), and regeneration must still give this file back.
+                modular = generated.modular_source(path, outcomes[index].original or "")
+                outcomes[index] = restored(outcomes[index], reason)
+                twin = written.get(Path(modular).resolve()) if modular else None
+                if twin is not None and outcomes[twin].original is not None:
+                    outcomes[twin] = restored(outcomes[twin], f"{reason} (generated from it)")
     return outcomes, found
 
 

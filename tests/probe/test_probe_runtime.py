@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import REPO
 from test_probe_fixtures import entry
 
 
@@ -27,7 +28,9 @@ def test_tables_moved_in_every_forward_cost_a_copy_each(report):
     assert runtime(report, "MovedEveryForwardRotaryEmbedding")["cross_device_copies"] == 2
 
 
-@pytest.mark.parametrize("name", ["CachedPerDeviceRotaryEmbedding", "BufferRotaryEmbedding"])
+@pytest.mark.parametrize(
+    "name", ["CachedPerDeviceRotaryEmbedding", "BufferRotaryEmbedding", "AutocastOffRotaryEmbedding"]
+)
 def test_tables_cached_on_the_device_or_moved_with_the_model_cost_none(report, name):
     cost = runtime(report, name)
     assert cost["cross_device_copies"] == 0
@@ -54,3 +57,19 @@ def test_the_table_says_it_in_one_line(probe_cli, probe_fixtures):
     target = f"{probe_fixtures / 'runtime_classes.py'}:MovedEveryForwardRotaryEmbedding"
     run = probe_cli(target, "--trigger", "fp32", "--positions", "512", "--runtime-cost")
     assert "  run time: 2 cross-device copies per forward; compiles with fullgraph=True\n" in run.stdout
+
+
+FIXED_TWINS = ["rotary_cache", "rotary_updates", "rotary_meta_init", "rotary_default_device", "rotary_device_source"]
+
+
+@pytest.mark.parametrize("name", FIXED_TWINS)
+def test_the_rope_codemods_tables_cost_no_copy_and_compile_whole(probe_cli, name):
+    """The fixed twins of the bundled hazards (`fixtures/fixed/`): after the first forward on a device, forward reads
+    each table's copy there, so a steady-state forward copies nothing between devices, and it compiles whole."""
+    target = str(REPO / "fixtures" / "fixed" / f"{name}.py")
+    run = probe_cli(target, "--trigger", "fp32", "--positions", "512", "--runtime-cost", "--output-format", "json")
+    measured = [found for found in run.json()["classes"] if found["measured"]]
+    assert measured, run.stderr[-3000:]
+    for found in measured:
+        assert found["runtime"]["cross_device_copies"] == 0, found
+        assert found["runtime"]["compiles"] is True, found

@@ -36,6 +36,9 @@ TABLE_NEEDLES = (
     "sin_table",
 )
 TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
+# The function through which the rope codemod's rewrite reads a table at run time: `_rope_table_on_device(self,
+# "inv_freq", x.device)` reads `self.inv_freq` (its copy on the input's device).
+TABLE_ON_DEVICE = "_rope_table_on_device"
 
 
 class TableStore(namedtuple("TableStore", ("node", "name", "value", "as_buffer", "persistent"))):
@@ -183,8 +186,8 @@ _TENSOR_ARGUMENT_METHODS = frozenset(
 
 def device_source(method: FunctionNode) -> str | None:
     """Where a table read in `method` moves to: `x.device` for the first parameter that is a tensor on every path
-    through the method, or a parameter annotated `torch.device` itself; None when there is none (a sequence
-    length, a shape, the function an `_apply` override takes).
+    through the method, or a parameter annotated `torch.device` or named `device` (and not defaulting to None)
+    itself; None when there is none (a sequence length, a shape, the function an `_apply` override takes).
 
     A parameter is a tensor on every path when it is annotated as one, or when the method reads a tensor's
     attribute from it (`x.dtype`, `position_ids.float()`), indexes it with a new axis (`position_ids[:, None]`),
@@ -216,7 +219,7 @@ def device_source(method: FunctionNode) -> str | None:
             return arg.arg
         if name in _TENSOR_ANNOTATIONS or (annotation is None and arg.arg in read):
             return f"{arg.arg}.device"
-    return None
+    return next((arg.arg for arg in candidates if arg.arg == "device" and arg.annotation is None), None)
 
 
 def _tensor_reads(body: list[ast.stmt]) -> set[str]:
