@@ -1,21 +1,24 @@
 """The autocast codemod: RoPE frequency products in `forward` run in float32, with autocast off (RPL204's fix).
 
-In the `forward` of every rotary class, a statement with a matrix product (`@`, `torch.matmul`, `torch.outer`,
-`torch.einsum`, `torch.bmm`, `torch.mm`, under whatever name the file imports torch) that no
-`torch.autocast(..., enabled=False)` encloses and whose operands are not all upcast goes into
+In the `forward` of every rotary class, a statement with a product that autocast lowers on some device (`@`,
+`torch.matmul`, `mm`, `bmm`, `mv`, `einsum`, `tensordot`, under whatever name the file imports torch; not `outer`
+or `ger`), whose operands derive from frequencies or positions and not from the activation (not the attention
+products `q @ k.transpose(-2, -1)`), that no `torch.autocast(..., enabled=False)` encloses and whose operands are
+not all upcast goes into
 
     with torch.autocast(device_type=<input>.device.type, enabled=False):
 
 with its operands upcast with `.float()`. `<input>` is a tensor that `forward` takes on every path
-(`rotary.device_source`); a `forward` without one (it takes a sequence length) is left as it is. Consecutive such
-statements share one block. `forward` casts its results to the input dtype at the end as before, so the result's
-dtype does not change: the fix is safe.
+(`rotary.device_source`); a `forward` without one (it takes a sequence length) is left as it is, and so is a
+`forward` whose decorator turns autocast off. Consecutive such statements share one block. `forward` casts its
+results to the input dtype at the end as before, so the result's dtype does not change: the fix is safe.
 
 Run it through rope-lint (`rope-lint fix`, on files with RPL204 findings) or LibCST:
 `python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_autocast.RopeAutocastCommand PATH`.
 
-What counts as a product, an upcast operand and autocast turned off is `rope_lint.rules.analysis.autocast`'s
-description, which RPL204 reads too; names resolve through the file's imports, as the rule resolves them.
+What counts as a lowered product, a frequency product, an upcast operand and autocast turned off is
+`rope_lint.rules.analysis.autocast`'s description, which RPL204 reads too; names resolve through the file's
+imports, as the rule resolves them.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class _Names:
 
     def __init__(self, imports: FileContext) -> None:
         self.imported = imports.imported_names
+        self.off_decorators = autocast.autocast_off_decorators(imports.tree)
         # The file's own name for torch, for the `autocast` call the codemod writes.
         self.torch = imports.module_alias("torch") or "torch"
 
@@ -76,6 +80,16 @@ class _Names:
 
     def product_call(self) -> m.Call:
         return m.Call(func=m.MatchIfTrue(lambda func: autocast.is_product_function(self.qualified(func))))
+
+    def is_lowered(self, product: cst.CSTNode) -> bool:
+        """Whether autocast lowers the product on some device (an `einsum` by its equation on CPU)."""
+        if isinstance(product, cst.BinaryOperation):
+            return bool(autocast.lowered_on(autocast.MATMUL_OPERATOR))
+        assert isinstance(product, cst.Call)
+        name = self.qualified(product.func)
+        equation = product.args[0].value if product.args else None
+        literal = equation.evaluated_value if isinstance(equation, cst.SimpleString) else None
+        return name is not None and bool(autocast.lowered_on(name, literal if isinstance(literal, str) else None))
 
     def is_upcast(self, node: cst.BaseExpression) -> bool:
         """`t.float()`, `t.double()`, or `t.to(...)` naming float32 or float64."""
@@ -92,15 +106,35 @@ class _Names:
         return autocast.product_operands(self.qualified(product.func), positional)
 
 
+class _Products:
+    """The products of one `forward` that the fix rewrites: lowered by autocast on some device, with operands that
+    derive from frequencies or positions (`autocast.ProductInputs`, read from the same `forward` as the rule reads)."""
+
+    def __init__(self, names: _Names, inputs: autocast.ProductInputs) -> None:
+        self.names = names
+        self.inputs = inputs
+
+    def is_frequency_product(self, product: cst.CSTNode) -> bool:
+        if not (m.matches(product, _MATMUL) or m.matches(product, self.names.product_call())):
+            return False
+        operands = [_as_ast(operand) for operand in self.names.operands(product)]
+        return self.names.is_lowered(product) and self.inputs.is_frequency_product(operands)
+
+
+def _as_ast(node: cst.BaseExpression) -> ast.expr:
+    return ast.parse(f"({cst.Module([]).code_for_node(node)})", mode="eval").body
+
+
 class _AutocastOff(cst.CSTTransformer):
     def __init__(self, rotary: set[str], names: _Names) -> None:
         super().__init__()
         self.rotary = rotary
         self.names = names
-        self.classes: list[str] = []
+        self.classes: list[tuple[str, set[str]]] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.classes.append(node.name.value)
+        methods = {statement.name.value for statement in node.body.body if isinstance(statement, cst.FunctionDef)}
+        self.classes.append((node.name.value, methods))
         return True
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
@@ -108,40 +142,47 @@ class _AutocastOff(cst.CSTTransformer):
         return updated_node
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        if not (self.classes and self.classes[-1] in self.rotary and updated_node.name.value == "forward"):
+        if not (self.classes and self.classes[-1][0] in self.rotary and updated_node.name.value == "forward"):
             return updated_node
         # The device type comes from a tensor that forward takes on every path, never from a length or a shape.
         parsed = ast.parse(textwrap.dedent(cst.Module([]).code_for_node(original_node))).body[0]
         assert isinstance(parsed, ast.FunctionDef | ast.AsyncFunctionDef)
         device = rotary.device_source(parsed)
-        if device is None or not isinstance(updated_node.body, cst.IndentedBlock):
+        if (
+            device is None
+            or not isinstance(updated_node.body, cst.IndentedBlock)
+            or autocast.decorated_autocast_off(parsed, self.names.off_decorators)
+        ):
             return updated_node
-        body = _with_autocast_off(list(updated_node.body.body), device, self.names)
+        products = _Products(self.names, autocast.ProductInputs(parsed, self.classes[-1][1]))
+        body = _with_autocast_off(list(updated_node.body.body), device, products)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
 
-def _with_autocast_off(statements: list[cst.BaseStatement], device: str, names: _Names) -> list[cst.BaseStatement]:
+def _with_autocast_off(
+    statements: list[cst.BaseStatement], device: str, products: _Products
+) -> list[cst.BaseStatement]:
     """The statements, with each run of statements holding an autocast product wrapped in one autocast-off block."""
     result: list[cst.BaseStatement] = []
     run: list[cst.BaseStatement] = []
     for statement in statements:
-        if isinstance(statement, cst.SimpleStatementLine) and _has_autocast_product(statement, names):
-            run.append(statement.visit(_Upcast(names)))
+        if isinstance(statement, cst.SimpleStatementLine) and _has_autocast_product(statement, products):
+            run.append(statement.visit(_Upcast(products)))
             continue
         if run:
-            result.append(_autocast_off_block(run, device, names))
+            result.append(_autocast_off_block(run, device, products.names))
             run = []
         if isinstance(statement, cst.With) and any(_disables_autocast(item.item) for item in statement.items):
             result.append(statement)
         elif isinstance(statement, cst.If | cst.For | cst.While | cst.With) and isinstance(
             statement.body, cst.IndentedBlock
         ):
-            inner = _with_autocast_off(list(statement.body.body), device, names)
+            inner = _with_autocast_off(list(statement.body.body), device, products)
             result.append(statement.with_changes(body=statement.body.with_changes(body=inner)))
         else:
             result.append(statement)
     if run:
-        result.append(_autocast_off_block(run, device, names))
+        result.append(_autocast_off_block(run, device, products.names))
     return result
 
 
@@ -157,9 +198,13 @@ def _autocast_off_block(run: list[cst.BaseStatement], device: str, names: _Names
     )
 
 
-def _has_autocast_product(statement: cst.SimpleStatementLine, names: _Names) -> bool:
-    products = [*m.findall(statement, _MATMUL), *m.findall(statement, names.product_call())]
-    return any(not all(map(names.is_upcast, names.operands(product))) for product in products)
+def _has_autocast_product(statement: cst.SimpleStatementLine, products: _Products) -> bool:
+    names = products.names
+    found = [*m.findall(statement, _MATMUL), *m.findall(statement, names.product_call())]
+    return any(
+        products.is_frequency_product(product) and not all(map(names.is_upcast, names.operands(product)))
+        for product in found
+    )
 
 
 def _disables_autocast(node: cst.BaseExpression) -> bool:
@@ -173,24 +218,24 @@ def _disables_autocast(node: cst.BaseExpression) -> bool:
 
 
 class _Upcast(cst.CSTTransformer):
-    """`.float()` on every operand of a product that is not upcast already."""
+    """`.float()` on every operand of a frequency product that is not upcast already."""
 
-    def __init__(self, names: _Names) -> None:
+    def __init__(self, products: _Products) -> None:
         super().__init__()
-        self.names = names
-        self.product_call = names.product_call()
+        self.products = products
+        self.names = products.names
 
     def leave_BinaryOperation(
         self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation
     ) -> cst.BaseExpression:
-        if not m.matches(updated_node, _MATMUL):
+        if not self.products.is_frequency_product(original_node):
             return updated_node
         return updated_node.with_changes(
             left=self._as_float(updated_node.left), right=self._as_float(updated_node.right)
         )
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not m.matches(updated_node, self.product_call):
+        if not self.products.is_frequency_product(original_node):
             return updated_node
         operands = {id(operand) for operand in self.names.operands(updated_node)}
         args = [arg.with_changes(value=self._as_float(arg.value)) if id(arg.value) in operands else arg

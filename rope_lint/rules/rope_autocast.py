@@ -15,12 +15,28 @@ class RopeAutocast(Rule):
     A RoPE frequency product in `forward` runs under autocast, in bf16 or fp16.
 
     ## What it does
-    In the `forward` of a rotary class, flags the product of positions and inverse frequencies (`@`,
-    `torch.matmul`, `torch.outer`, `torch.einsum`) when neither its operands are upcast to float32 nor an
-    enclosing `torch.autocast(..., enabled=False)` turns autocast off.
+    In the `forward` of a rotary class, flags a product of positions and frequencies that autocast runs in its
+    lower-precision dtype, when neither its operands are upcast to float32 nor autocast is off around it (an
+    enclosing `with torch.autocast(..., enabled=False)`, or such a decorator on `forward`).
+
+    Which products autocast lowers is torch's own list (torch 2.13, `rules/analysis/autocast.py`'s `LOWERING`):
+    - `@`, `torch.matmul`, `mm`, `bmm`: on CUDA and CPU;
+    - `torch.einsum`: on CUDA whatever the equation (its inputs are cast before it runs), on CPU when the equation
+      contracts an index (it runs as `bmm`);
+    - `torch.mv` on CUDA, `torch.tensordot` on CPU.
+    `torch.outer` and `torch.ger` run as elementwise `mul`, which autocast leaves in float32: never flagged.
+
+    A product is a frequency product when an operand derives, through `forward`'s local assignments, from a tensor
+    the module holds (`self.inv_freq`), a method of the class or an enumeration (`torch.arange`), and none derives
+    from the activation (a submodule's output, `self.qkv(x)`): the attention products `q @ k.transpose(-2, -1)`
+    and `attn @ v` of a RoPE attention class are not.
+
+    Autocast is off for the whole of a `forward` decorated with `@torch.autocast(..., enabled=False)`
+    (`torch.amp.autocast` alike), with a module-level name bound to one, or with a module-level decorator that
+    calls the function it wraps inside `with torch.autocast(..., enabled=False):`.
 
     ## Why is this bad?
-    Under `torch.autocast`, matrix products run in the autocast dtype whatever their inputs are. The angle
+    Under `torch.autocast`, these products run in the autocast dtype whatever their inputs are. The angle
     `position * inv_freq` reaches thousands of radians, so a bf16 product misplaces it by whole radians, and
     cos/sin of it are noise. (Elementwise `*` is not autocast; RPL202 covers its operands' precision.)
 
@@ -34,12 +50,18 @@ class RopeAutocast(Rule):
     with torch.autocast(device_type=x.device.type, enabled=False):
         freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
     ```
+    or `freqs = torch.outer(positions.float(), inv_freq.float())`, which autocast does not lower.
 
     ## Fix safety
     Safe: the product and the tables come out in float32, and `forward` casts them to the input dtype at the
     end as before. The autocast codemod (`codemods/rope_autocast.py`) makes the edit: it wraps each run of
     statements holding such a product in one autocast-off block and upcasts the product's operands. No fix
     for a `forward` that takes no tensor (a sequence length alone): the block has no device type to name.
+
+    ## Known problems
+    An activation that no submodule makes reads as no activation: in `x @ self.w_q`, with `x` an argument and `w_q`
+    a weight held as a tensor, the held weight reads as frequencies, and the product is flagged. A decorator is
+    read in the same file only; one imported from another module is not known to turn autocast off.
     """
 
     code = "RPL204"
@@ -50,36 +72,54 @@ class RopeAutocast(Rule):
     fix_payloads = (ClassRewrite,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
+        off_decorators: frozenset[str] | None = None
         for cls in rotary.rotary_classes(ctx):
-            for method in rotary.methods(cls):
-                if method.name == "forward":
+            methods = rotary.methods(cls)
+            for method in methods:
+                if method.name != "forward":
+                    continue
+                if off_decorators is None and any(isinstance(d, ast.Name) for d in method.decorator_list):
+                    # The module-level code that holds no trigger may be left out of `ctx.tree`: read it all.
+                    off_decorators = autocast.autocast_off_decorators(ast.parse(ctx.source))
+                if not autocast.decorated_autocast_off(method, off_decorators or frozenset()):
                     # The autocast block names the device type of a tensor forward takes; without one, no fix.
                     has_device = rotary.device_source(method) is not None
                     rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name)) if has_device else None
-                    yield from self._check_forward(ctx, method.body, rewrite, autocast_off=False)
+                    inputs = autocast.ProductInputs(method, {other.name for other in methods})
+                    yield from self._check_forward(ctx, method.body, inputs, rewrite, autocast_off=False)
 
     def _check_forward(
-        self, ctx: FileContext, body: list[ast.stmt], rewrite: Fix | None, autocast_off: bool
+        self,
+        ctx: FileContext,
+        body: list[ast.stmt],
+        inputs: autocast.ProductInputs,
+        rewrite: Fix | None,
+        autocast_off: bool,
     ) -> Iterator[Flagged]:
         for statement in body:
             if isinstance(statement, ast.With | ast.AsyncWith):
-                inner_off = autocast_off or any(_disables_autocast(item.context_expr) for item in statement.items)
-                yield from self._check_forward(ctx, statement.body, rewrite, inner_off)
+                inner_off = autocast_off or any(
+                    autocast.disables_autocast_call(item.context_expr) for item in statement.items
+                )
+                yield from self._check_forward(ctx, statement.body, inputs, rewrite, inner_off)
                 continue
             nested = [getattr(statement, field, []) for field in ("body", "orelse", "finalbody")]
             if any(nested):
                 for block in nested:
-                    yield from self._check_forward(ctx, block, rewrite, autocast_off)
+                    yield from self._check_forward(ctx, block, inputs, rewrite, autocast_off)
                 continue
             if autocast_off:
                 continue
             for node in ast.walk(statement):
-                operands = _product_operands(ctx, node)
-                if operands and not all(_is_upcast(ctx, operand) for operand in operands):
+                product = _product(ctx, node)
+                if product is None:
+                    continue
+                devices, operands = product
+                if inputs.is_frequency_product(operands) and not all(_is_upcast(ctx, operand) for operand in operands):
                     yield self.report(
                         node,
-                        "the RoPE frequency product runs in the autocast dtype; upcast its operands with `.float()` "
-                        "and wrap it in `torch.autocast(..., enabled=False)`",
+                        f"the RoPE frequency product runs in the autocast dtype on {' and '.join(devices)}; upcast its "
+                        "operands with `.float()` and wrap it in `torch.autocast(..., enabled=False)`",
                         rewrite,
                     )
 
@@ -99,6 +139,7 @@ class RopeAutocast(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
+            # CUDA casts an einsum's inputs whatever the equation; `torch.outer` is elementwise `mul`, never lowered.
             "import torch\n"
             "class RotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, seq_len):\n"
@@ -112,12 +153,11 @@ class RopeAutocast(Rule):
             "    def forward(self, x, seq_len):\n"
             "        t = torch.arange(seq_len, device=x.device)\n"
             "        # the angles\n"
+            "        freqs = torch.outer(t, self.inv_freq)\n"
             "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
-            "            freqs = torch.outer(t.float(), self.inv_freq.float())\n"
             "            emb = torch.einsum('i,j->ij', t.float(), self.inv_freq.float())\n"
             "        return freqs.cos(), emb\n",
             safety=FixSafety.SAFE,
-            count=2,
         ),
         Invalid(
             # forward takes a sequence length alone: the autocast block has no device type to name.
@@ -125,7 +165,16 @@ class RopeAutocast(Rule):
             "class RotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, seq_len):\n"
             "        t = torch.arange(seq_len, device=self.inv_freq.device)\n"
-            "        return torch.outer(t, self.inv_freq)\n"
+            "        return torch.einsum('..., f -> ... f', t, self.inv_freq)\n"
+        ),
+        Valid(
+            # Products that autocast never lowers: `outer`, `ger`, and elementwise `*`.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, seq_len):\n"
+            "        t = torch.arange(seq_len, device=x.device)\n"
+            "        freqs = torch.outer(t, self.inv_freq) + torch.ger(t, self.inv_freq) + t[:, None] * self.inv_freq\n"
+            "        return freqs.cos(), freqs.sin()\n"
         ),
         Valid(
             "import torch\n"
@@ -142,16 +191,98 @@ class RopeAutocast(Rule):
             "        freqs = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)\n"
             "        return freqs.cos(), freqs.sin()\n"
         ),
+        Valid(
+            # Autocast is off for the whole of forward, by its decorator.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    @torch.autocast(device_type='cuda', enabled=False)\n"
+            "    def forward(self, x, position_ids):\n"
+            "        return (self.inv_freq[:, None] @ position_ids[None, :]).cos()\n"
+            "class RotaryEmbedding3D(torch.nn.Module):\n"
+            "    @torch.amp.autocast('cuda', enabled=False)\n"
+            "    def forward(self, x, position_ids):\n"
+            "        return torch.einsum('i,j->ij', position_ids, self.inv_freq).cos()\n"
+        ),
+        Valid(
+            # A module-level name bound to an autocast-off context, and a module-level decorator that calls the
+            # function it wraps inside one.
+            "import functools\n"
+            "import torch\n"
+            "no_autocast = torch.autocast('cuda', enabled=False)\n"
+            "def in_float32(fn):\n"
+            "    @functools.wraps(fn)\n"
+            "    def wrapper(*args, **kwargs):\n"
+            "        with torch.autocast('cuda', enabled=False):\n"
+            "            return fn(*args, **kwargs)\n"
+            "    return wrapper\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    @no_autocast\n"
+            "    def forward(self, x, position_ids):\n"
+            "        return (self.inv_freq[:, None] @ position_ids[None, :]).cos()\n"
+            "class RotaryEmbedding2D(torch.nn.Module):\n"
+            "    @in_float32\n"
+            "    def forward(self, x, position_ids):\n"
+            "        return (self.inv_freq[:, None] @ position_ids[None, :]).cos()\n"
+        ),
+        Invalid(
+            # A decorator that wraps nothing in an autocast-off block leaves autocast on.
+            "import torch\n"
+            "def traced(fn):\n"
+            "    with torch.autocast('cuda', enabled=False):\n"
+            "        pass\n"
+            "    return fn\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    @traced\n"
+            "    def forward(self, position_ids):\n"
+            "        return (self.inv_freq[:, None] @ torch.arange(8)[None, :]).cos()\n"
+        ),
+        Invalid(
+            # In a RoPE attention class, the frequency product is flagged; the attention products, whose operands
+            # derive from the activation, are not.
+            "import torch\n"
+            "class RoPEAttention(torch.nn.Module):\n"
+            "    def forward(self, hidden_states, position_ids):\n"
+            "        angles = self.inv_freq[:, None] @ position_ids[None, :]\n"
+            "        cos, sin = angles.mT.cos(), angles.mT.sin()\n"
+            "        q, k, v = self.qkv(hidden_states).chunk(3, dim=-1)\n"
+            "        q, k = q * cos + q.roll(1, -1) * sin, k * cos + k.roll(1, -1) * sin\n"
+            "        attn = (q @ k.transpose(-2, -1)).softmax(-1)\n"
+            "        return attn @ v\n",
+            fixed="import torch\n"
+            "class RoPEAttention(torch.nn.Module):\n"
+            "    def forward(self, hidden_states, position_ids):\n"
+            "        with torch.autocast(device_type=position_ids.device.type, enabled=False):\n"
+            "            angles = self.inv_freq[:, None].float() @ position_ids[None, :].float()\n"
+            "        cos, sin = angles.mT.cos(), angles.mT.sin()\n"
+            "        q, k, v = self.qkv(hidden_states).chunk(3, dim=-1)\n"
+            "        q, k = q * cos + q.roll(1, -1) * sin, k * cos + k.roll(1, -1) * sin\n"
+            "        attn = (q @ k.transpose(-2, -1)).softmax(-1)\n"
+            "        return attn @ v\n",
+            safety=FixSafety.SAFE,
+        ),
+        Valid(
+            # q, k and v are forward's arguments: no operand derives from frequencies or positions.
+            "import torch\n"
+            "class RopeSelfAttention(torch.nn.Module):\n"
+            "    def forward(self, q, k, v, freqs_cis):\n"
+            "        q, k = apply_rotary(q, freqs_cis), apply_rotary(k, freqs_cis)\n"
+            "        return torch.matmul(torch.matmul(q, k.transpose(-2, -1)).softmax(-1), v)\n"
+        ),
     )
 
 
 # The facts of `autocast`'s description, read from `ast`; the codemod reads the same from LibCST.
-def _product_operands(ctx: FileContext, node: ast.AST) -> list[ast.expr]:
+def _product(ctx: FileContext, node: ast.AST) -> tuple[tuple[str, ...], list[ast.expr]] | None:
+    """The devices on which autocast lowers a product, and its operands; None for anything else."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-        return [node.left, node.right]
-    if isinstance(node, ast.Call) and autocast.is_product_function(name := ctx.qualified_name(node.func)):
-        return autocast.product_operands(name, node.args)
-    return []
+        return autocast.lowered_on(autocast.MATMUL_OPERATOR), [node.left, node.right]
+    if not (isinstance(node, ast.Call) and autocast.is_product_function(name := ctx.qualified_name(node.func))):
+        return None
+    assert name is not None
+    equation = node.args[0] if node.args else None
+    literal = equation.value if isinstance(equation, ast.Constant) and isinstance(equation.value, str) else None
+    devices = autocast.lowered_on(name, literal)
+    return (devices, autocast.product_operands(name, node.args)) if devices else None
 
 
 def _is_upcast(ctx: FileContext, node: ast.expr) -> bool:
@@ -160,12 +291,3 @@ def _is_upcast(ctx: FileContext, node: ast.expr) -> bool:
         return False
     dtypes = [*node.args, *(kw.value for kw in node.keywords if kw.arg == "dtype")]
     return autocast.is_upcast(node.func.attr, (ctx.qualified_name(dtype) for dtype in dtypes))
-
-
-def _disables_autocast(node: ast.expr) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    enabled_false = any(
-        kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in node.keywords
-    )
-    return autocast.disables_autocast(ast.unparse(node.func), enabled_false)

@@ -1,0 +1,112 @@
+"""RPL204's table of what autocast lowers (issue 20): the CPU column is torch's own behaviour, an einsum's equation
+decides on CPU, and the rule and its codemod agree on every product of the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+import torch
+from libcst.codemod import CodemodContext
+from rope_lint.codemods.rope_autocast import RopeAutocastCommand
+
+from rope_lint.engine import Settings, check_source
+from rope_lint.rules.analysis import autocast
+from rope_lint.rules.base import Invalid, Valid
+from rope_lint.rules.rope_autocast import RopeAutocast
+
+
+@pytest.mark.parametrize(
+    ("equation", "contracts"),
+    [
+        ("i,j->ij", False),
+        ("..., f -> ... f", False),
+        ("bi,bj->bij", False),
+        ("i,j", False),
+        ("ij,jk->ik", True),
+        ("i,i->", True),
+        ("ij,ij", True),
+        ("...i,...i->...", True),
+        (None, False),
+    ],
+)
+def test_an_einsum_contracts_by_its_equation(equation: str | None, contracts: bool) -> None:
+    assert autocast.einsum_contracts(equation) is contracts
+
+
+# Each product of the table on CPU tensors, with the einsum equation that its CPU column needs.
+_CPU_CALLS = {
+    autocast.MATMUL_OPERATOR: lambda m, v: m @ m,
+    "torch.matmul": lambda m, v: torch.matmul(m, m),
+    "torch.mm": lambda m, v: torch.mm(m, m),
+    "torch.bmm": lambda m, v: torch.bmm(m[None], m[None]),
+    "torch.mv": lambda m, v: torch.mv(m, v),
+    "torch.tensordot": lambda m, v: torch.tensordot(m, m, dims=1),
+    "torch.outer": lambda m, v: torch.outer(v, v),
+    "torch.ger": lambda m, v: torch.ger(v, v),
+    "torch.dot": lambda m, v: torch.dot(v, v),
+    "torch.vdot": lambda m, v: torch.vdot(v, v),
+}
+
+
+@pytest.mark.parametrize("function", sorted(autocast.LOWERING))
+def test_the_cpu_column_is_what_torch_does(function: str) -> None:
+    m, v = torch.ones(4, 4), torch.ones(4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        if function == "torch.einsum":
+            lowered = {eq: torch.einsum(eq, m, m).dtype == torch.bfloat16 for eq in ("ij,jk->ik", "ij,ik->ijk")}
+            assert lowered == {"ij,jk->ik": True, "ij,ik->ijk": False}
+            assert autocast.lowered_on(function, "ij,jk->ik") == (autocast.CUDA, autocast.CPU)
+            assert autocast.lowered_on(function, "ij,ik->ijk") == (autocast.CUDA,)
+            return
+        lowered_here = _CPU_CALLS[function](m, v).dtype == torch.bfloat16
+    assert (autocast.CPU in autocast.lowered_on(function)) is lowered_here
+
+
+SOURCE = """\
+import torch as t
+
+
+class RotaryEmbedding(t.nn.Module):
+    def forward(self, x, positions):
+        freqs = {product}
+        return freqs.cos(), freqs.sin()
+"""
+PRODUCTS = {
+    "torch.matmul": "t.matmul(positions, self.inv_freq)",
+    "torch.mm": "t.mm(positions, self.inv_freq)",
+    "torch.bmm": "t.bmm(positions, self.inv_freq)",
+    "torch.mv": "t.mv(positions, self.inv_freq)",
+    "torch.einsum": 't.einsum("i,j->ij", positions, self.inv_freq)',
+    "torch.tensordot": "t.tensordot(positions, self.inv_freq)",
+    "torch.outer": "t.outer(positions, self.inv_freq)",
+    "torch.ger": "t.ger(positions, self.inv_freq)",
+    "torch.dot": "t.dot(positions, self.inv_freq)",
+    "torch.vdot": "t.vdot(positions, self.inv_freq)",
+}
+
+
+def test_every_function_of_the_table_is_tried() -> None:
+    assert set(PRODUCTS) == set(autocast.LOWERING) - {autocast.MATMUL_OPERATOR}
+
+
+@pytest.mark.parametrize("function", sorted(PRODUCTS))
+def test_the_rule_and_the_codemod_agree_on_each_product(function: str) -> None:
+    source = SOURCE.format(product=PRODUCTS[function])
+    found = check_source("rotary.py", source, Settings([RopeAutocast()], Path(".")))
+    rewritten = RopeAutocastCommand(CodemodContext()).transform_module(cst.parse_module(source)).code
+    lowered = bool(autocast.lowered_on(function, "i,j->ij"))
+    assert [finding.code for finding in found] == (["RPL204"] if lowered else [])
+    # The codemod rewrites where the rule offers its fix: `positions` shows itself a tensor to name a device type
+    # by the functions `rotary.device_source` knows, which `mv` and `tensordot` are not.
+    assert (rewritten != source) is any(finding.fix is not None for finding in found)
+
+
+@pytest.mark.parametrize("example", RopeAutocast.examples, ids=lambda example: type(example).__name__)
+def test_the_codemod_on_its_own_makes_each_example_what_the_rule_says(example: Valid | Invalid) -> None:
+    """Run as `python -m libcst.tool codemod` runs it, on the whole module: a silent example and one without a fix
+    are left as they are (a decorator that turns autocast off, an attention product, `torch.outer`)."""
+    rewritten = RopeAutocastCommand(CodemodContext()).transform_module(cst.parse_module(example.code)).code
+    fixed = example.fixed if isinstance(example, Invalid) and example.fixed is not None else example.code
+    assert rewritten == fixed
