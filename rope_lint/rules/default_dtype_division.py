@@ -26,13 +26,22 @@ def _is_float_cast(ctx: FileContext, dtype: ast.expr) -> bool:
     return bool(is_floating_dtype(ctx, dtype))
 
 
+def _to_arguments(call: ast.Call) -> list[ast.expr]:
+    """What `.to(...)` may read a dtype from: its positional arguments and `dtype=`."""
+    return [*call.args, *(keyword.value for keyword in call.keywords if keyword.arg == "dtype")]
+
+
 class DefaultDtypeDivision(Rule):
     """
     An integer enumeration is true-divided, so the result takes the default dtype.
 
     ## What it does
     Flags an integer `torch.arange` (no dtype, or an integer dtype) that is an operand of `/`, as in
-    the RoPE frequency line `base ** (torch.arange(0, dim, 2) / dim)`.
+    the RoPE frequency line `base ** (torch.arange(0, dim, 2) / dim)`, where the division may run while a
+    model is built: in `__init__` and the methods it reaches, in a plain function, at module level, or in a
+    class that inherits its `__init__` (`may_run_at_construction`, shared with RPL101). A cast to a floating
+    dtype before the division (`.float()`, `.to(torch.float32)`, `.to(dtype=torch.float32)`) makes the
+    quotient that dtype's, and is not flagged.
 
     ## Why is this bad?
     True division of integer tensors returns the default floating dtype. `from_pretrained(torch_dtype=
@@ -52,6 +61,14 @@ class DefaultDtypeDivision(Rule):
 
     ## Fix safety
     Safe: under the default default dtype the quotient was float32 already, and `.float()` keeps it so.
+
+    ## Known problems
+    A division in a method that `__init__` does not reach (`forward`, a decoding step) is not flagged:
+    `from_pretrained(torch_dtype=...)` sets the default dtype only while the model is built, so at run time
+    the quotient is float32. A program that calls `torch.set_default_dtype(torch.bfloat16)` itself keeps
+    that default at run time too, and gets bf16 quotients there that this rule does not report; `.float()`
+    before the division is right in either case. A plain function is taken to run at construction, even
+    where the only callers are run-time methods, since another file may call it from a constructor.
     """
 
     code = "RPL103"
@@ -66,7 +83,7 @@ class DefaultDtypeDivision(Rule):
             dtype = enumerations.dtype_argument(call)
             if enumerations.float_literals(call) or (dtype is not None and is_floating_dtype(ctx, dtype) is not False):
                 continue
-            if not self._is_divided(ctx, call):
+            if not self._is_divided(ctx, call) or not enumerations.may_run_at_construction(ctx, call):
                 continue
             yield self.report(
                 call,
@@ -92,7 +109,7 @@ class DefaultDtypeDivision(Rule):
                 and parent.attr in _INTEGER_PRESERVING_METHODS
                 and isinstance(grandparent, ast.Call)
                 and grandparent.func is parent
-                and not (parent.attr == "to" and any(_is_float_cast(ctx, arg) for arg in grandparent.args))
+                and not (parent.attr == "to" and any(_is_float_cast(ctx, arg) for arg in _to_arguments(grandparent)))
             ):
                 node = grandparent
                 continue
@@ -127,6 +144,39 @@ class DefaultDtypeDivision(Rule):
         Valid("import torch\ninv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"),
         Valid("import torch\nhalf = torch.arange(0, dim, 2) // 2\n"),
         Valid("import torch\nscaled = torch.arange(0, dim, 2).to(torch.float32) / dim\n"),
+        Valid("import torch\nscaled = torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float32) / dim\n"),
+        # Near miss: `.to(dtype=...)` with an integer dtype keeps the enumeration integer.
+        Invalid(
+            "import torch\nscaled = torch.arange(0, dim, 2).to(dtype=torch.int32) / dim\n",
+            fixed="import torch\nscaled = torch.arange(0, dim, 2).float().to(dtype=torch.int32) / dim\n",
+            safety=FixSafety.SAFE,
+        ),
+        # A division at run time: the load-time default dtype no longer holds there.
+        Valid(
+            "import torch\n"
+            "class Decoder(torch.nn.Module):\n"
+            "    def __init__(self, overlap):\n"
+            "        self.overlap = overlap\n"
+            "    def forward(self, x):\n"
+            "        ramp = torch.arange(self.overlap) / self.overlap\n"
+            "        return x * ramp\n"
+        ),
+        # ... and the same division in a method that `__init__` calls stays reported.
+        Invalid(
+            "import torch\n"
+            "class Embedder(torch.nn.Module):\n"
+            "    def __init__(self, n):\n"
+            "        self.bands = self.make(n)\n"
+            "    def make(self, n):\n"
+            "        return 100 ** (torch.arange(n) / n)\n",
+            fixed="import torch\n"
+            "class Embedder(torch.nn.Module):\n"
+            "    def __init__(self, n):\n"
+            "        self.bands = self.make(n)\n"
+            "    def make(self, n):\n"
+            "        return 100 ** (torch.arange(n).float() / n)\n",
+            safety=FixSafety.SAFE,
+        ),
         # RPL101's int64 rewrite of an enumeration in a runtime dtype: floating already.
         Valid(
             "import torch\n"

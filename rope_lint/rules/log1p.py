@@ -30,6 +30,12 @@ class Log1p(Rule):
     `log(1 + exp(x))` is RPL304's (softplus: `log1p(exp(x))` would still overflow), and `log(x + 1e-8)` is a
     guard against `log(0)`, not `log(1 + x)`: neither is flagged here.
 
+    Nor is `log(1 + x)` where `x` is proven to hold integers (`logdomain.is_integral`): an integer enumeration
+    (`torch.arange` with an integral start and step), a cast or rounding to integers (`.long()`, `torch.floor`),
+    integer arithmetic on those, and local names assigned only from them in the same function. `x` is then 0 or at
+    least 1 in magnitude, so there is nothing small for `1 + x` to round away: `torch.log(1 + rel.abs())`, with
+    `rel` a difference of integer coordinates, is as exact as `log1p`.
+
     ## Example
     ```python
     bits = torch.log(1 + ratio)
@@ -42,6 +48,10 @@ class Log1p(Rule):
 
     ## Fix safety
     Safe: the same dtype and shape, and the same value up to the rounding that `1 + x` lost.
+
+    ## Known problems
+    Integers are proven only from the code of the function that takes the log: an integer tensor that arrives as a
+    parameter or an attribute (`positions: torch.LongTensor`) is still reported, and the fix is then harmless.
     """
 
     code = "RPL306"
@@ -55,6 +65,8 @@ class Log1p(Rule):
         for call in logdomain.calls(ctx, "log"):
             operand = logdomain.one_plus(logdomain.unary_operand(ctx, call, "log"))
             if operand is None or _is_number(operand) or logdomain.unary_operand(ctx, operand, "exp") is not None:
+                continue
+            if logdomain.is_integral(ctx, operand):
                 continue
             yield self.report(
                 call,
@@ -106,6 +118,38 @@ class Log1p(Rule):
         ),
         # The file binds `torch` to something else: no spelling of `torch.log1p` to write.
         Invalid("from helpers import torch\ny = (x + 1).log()\n"),
+        # Integer coordinates: `1 + x` is exact, and `x` is never small.
+        Valid(
+            "import torch\n"
+            "def bias(n):\n"
+            "    pos = torch.arange(n)\n"
+            "    rel = pos[:, None] - pos[None, :]\n"
+            "    return torch.log(1 + rel.abs())\n"
+        ),
+        Valid(
+            "import torch\n"
+            "def bias(q, k):\n"
+            "    rel = (q - k).long()\n"
+            "    rel = rel.abs()\n"
+            "    return torch.log(rel.float() + 1)\n"
+        ),
+        Valid("import torch\ndef scale(p, n):\n    return torch.log(1 + torch.floor(p / n))\n"),
+        # Near misses: a float enumeration, a fractional step, a tensor of unknown dtype from a parameter.
+        Invalid(
+            "import torch\ndef bias(n):\n    rel = torch.arange(n) / n\n    return torch.log(1 + rel.abs())\n",
+            fixed="import torch\ndef bias(n):\n    rel = torch.arange(n) / n\n    return torch.log1p(rel.abs())\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\ndef ramp(n):\n    t = torch.arange(0, n, 0.5)\n    return torch.log(1 + t)\n",
+            fixed="import torch\ndef ramp(n):\n    t = torch.arange(0, n, 0.5)\n    return torch.log1p(t)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import torch\ndef bias(rel):\n    return torch.log(1 + rel.abs())\n",
+            fixed="import torch\ndef bias(rel):\n    return torch.log1p(rel.abs())\n",
+            safety=FixSafety.SAFE,
+        ),
         Valid("import torch\ny = torch.log(x + 1e-8)\n"),
         Valid("import torch\ny = torch.log(2 + x)\n"),
         Valid("import torch\ny = torch.log(1 - x)\n"),

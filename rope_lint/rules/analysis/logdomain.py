@@ -14,7 +14,8 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.analysis import dtypes
+from rope_lint.rules.analysis.context import FileContext, FunctionNode
 
 # The functions each op is spelled as. The op's own name is its tensor method (`x.sigmoid()`, `x.sum(d)`).
 FUNCTIONS: dict[str, frozenset[str]] = {
@@ -191,3 +192,123 @@ def fix(ctx: FileContext, candidates: tuple[str, ...], payload: Callable[[str], 
         return None
     function, module = spelled
     return Fix(FixSafety.SAFE, payload(function), adds_import=module)
+
+
+# Calls whose result is integer-valued whatever their operand: rounding to an integer.
+_ROUNDING = frozenset({"floor", "ceil", "trunc", "round"})
+# Methods and functions that keep an integer-valued operand integer-valued (the operand is the receiver or the first
+# argument; the other arguments are dimensions, shapes or devices).
+_INTEGRAL_PRESERVING = frozenset(
+    {
+        "abs", "neg", "unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "repeat", "permute",
+        "transpose", "contiguous", "clone", "detach", "flatten", "flip", "roll", "cpu", "cuda", "sum", "cumsum",
+        "amax", "amin", "repeat_interleave", "t",
+    }
+)  # fmt: skip
+# Casts to any dtype keep integers: an integer converts to an integer in every floating format (exactly below 2^24
+# in float32, and above its precision every value of a format is an integer). Casts to an integer dtype make them.
+_CASTS = frozenset({"to", "type", "float", "double", "half", "bfloat16"})
+_INTEGER_CASTS = frozenset({"long", "int", "short", "byte"})
+_INTEGRAL_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def is_integral(ctx: FileContext, node: ast.expr, function: FunctionNode | None = None) -> bool:
+    """Whether `node` is proven to hold integer values, in an integer dtype or a floating one, by the code of its
+    function alone: integer literals; `torch.arange` with an integral start and step (its elements are
+    `start + i * step`); any torch call with an integer dtype; `floor`, `ceil`, `trunc` and `round` (without
+    `decimals`); casts (`.long()`, `.float()`, `.to(...)`), `abs`, reshaping and `sum` of integers; `+ - * // %` and
+    unary minus of integers; a subscript of an integer tensor or of `.shape`; and a local name whose every assignment
+    in the function is one of these. A parameter, an attribute, a loop variable or anything else is not proven.
+    `function`: the function `node` is in, where the file's index of parents may not reach `node`."""
+    function = function or next(ctx.enclosing_functions(node), None)
+    return function is not None and _integral(ctx, node, function, 0, frozenset())
+
+
+def _integral(ctx: FileContext, node: ast.expr, function: FunctionNode, depth: int, assumed: frozenset[str]) -> bool:
+    """`assumed`: the names whose assignments are being judged, integral where they are read in their own
+    reassignment (`rel = rel.abs()`)."""
+    if depth > 8:
+        return False
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, bool)
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.USub | ast.UAdd) and _integral(ctx, node.operand, function, depth + 1, assumed)
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, _INTEGRAL_OPERATORS) and all(
+            _integral(ctx, side, function, depth + 1, assumed) for side in (node.left, node.right)
+        )
+    if isinstance(node, ast.Subscript):
+        shape = isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+        return shape or _integral(ctx, node.value, function, depth + 1, assumed)
+    if isinstance(node, ast.Name):
+        if node.id in assumed:
+            return True
+        values = _local_values(function, node.id)
+        inner = assumed | {node.id}
+        return bool(values) and all(_integral(ctx, value, function, depth + 1, inner) for value in values)
+    if isinstance(node, ast.Call):
+        return _integral_call(ctx, node, function, depth, assumed)
+    return False
+
+
+def _integral_call(
+    ctx: FileContext, call: ast.Call, function: FunctionNode, depth: int, assumed: frozenset[str]
+) -> bool:
+    name = ctx.qualified_name(call.func)
+    if name == "torch.arange":
+        start, step = _start_and_step(call)
+        return all(_integral(ctx, bound, function, depth + 1, assumed) for bound in (start, step))
+    dtype = next((keyword.value for keyword in call.keywords if keyword.arg == "dtype"), None)
+    if name is not None:
+        if not name.startswith("torch."):
+            return False
+        if dtype is not None:
+            return dtypes.is_floating_dtype(ctx, dtype) is False
+    method = call.func if name is None and isinstance(call.func, ast.Attribute) else None
+    operation = method.attr if method else (name or "").removeprefix("torch.")
+    operand = method.value if method else next(iter(call.args), None)
+    if operation in _ROUNDING:
+        return not call.keywords and len(call.args) == (0 if method else 1)
+    if method and (operation in _INTEGER_CASTS or operation in ("to", "type")):
+        cast = dtype or next((arg for arg in call.args if dtypes.qualified_dtype(ctx, arg) is not None), None)
+        if (operation in _INTEGER_CASTS and not call.args) or (
+            cast is not None and dtypes.is_floating_dtype(ctx, cast) is False
+        ):
+            return True
+    if not (operation in _INTEGRAL_PRESERVING or (method and operation in _CASTS)):
+        return False
+    return operand is not None and _integral(ctx, operand, function, depth + 1, assumed)
+
+
+def _start_and_step(call: ast.Call) -> tuple[ast.expr, ast.expr]:
+    """The start and the step of `torch.arange(...)`: its elements are `start + i * step`, whatever its end."""
+    keywords = {keyword.arg: keyword.value for keyword in call.keywords}
+    args = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
+    start = keywords.get("start", args[0] if len(args) >= 2 else ast.Constant(0))
+    step = keywords.get("step", args[2] if len(args) >= 3 else ast.Constant(1))
+    return start, step
+
+
+def _local_values(function: FunctionNode, name: str) -> list[ast.expr]:
+    """Every value that `function`'s own assignments give `name` (`x += 1` gives `1`, which must be integral as
+    well); empty where the name is bound otherwise there too (a parameter, a loop, a `with`, an unpacking), so that
+    nothing is proven of it."""
+    if name in {argument.arg for argument in ast.walk(function.args) if isinstance(argument, ast.arg)}:
+        return []
+    values: list[ast.expr] = []
+    plain_targets: set[ast.AST] = set()
+    stores: list[ast.AST] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    plain_targets.add(target)
+                    values.append(node.value)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name):
+            if node.target.id == name and node.value is not None:
+                plain_targets.add(node.target)
+                integral_update = isinstance(node, ast.AnnAssign) or isinstance(node.op, _INTEGRAL_OPERATORS)
+                values.append(node.value if integral_update else ast.Constant(0.5))
+        elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            stores.append(node)
+    return values if all(store in plain_targets for store in stores) else []
