@@ -15,47 +15,77 @@ if TYPE_CHECKING:
     import libcst as cst
 
 
+def _exact(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
+    """Whether the enumeration is exact however the model is built and run: float64 (exact to 2**53) wherever it
+    runs, and float32 (to 2**24) where it runs only after construction, out of zero.Init's and the default dtype's
+    reach. An explicit dtype only: an activation's or a weight's follows the model into bf16."""
+    literals = enumerations.literal_dtypes(ctx, dtype)
+    if literals is None:
+        return False
+    return literals <= _FLOAT64 or (literals <= _FLOAT32_OR_64 and enumerations.runs_only_after_construction(ctx, call))
+
+
+_FLOAT64 = frozenset({"torch.float64"})
+_FLOAT32_OR_64 = frozenset({"torch.float32", "torch.float64"})
+
+
 class FloatArange(Rule):
     """
     `torch.arange` enumerates integer positions in a floating dtype.
 
     ## What it does
-    Flags `torch.arange` with integer-valued bounds and a floating `dtype=`: a `torch.float*`,
-    `torch.half`, `torch.bfloat16`, `torch.get_default_dtype()`, or the `.dtype` of a tensor that the
-    surrounding code shows to be floating (an `inv_freq` computed by division, an activation such as
-    `hidden_states`, a `dtype` parameter defaulting to a float dtype).
+    Flags `torch.arange` with integer-valued bounds (or a fractional start and an integral step, as in
+    `torch.arange(0.5, n)`) and a floating `dtype=` that can be low precision where the call runs:
+    - bf16 or fp16 (`torch.bfloat16`, `torch.half`, ...), anywhere;
+    - a dtype that follows the model: `torch.get_default_dtype()`, or the `.dtype` of a tensor that the
+      surrounding code shows to be floating (an `inv_freq` computed by division, `self.theta` assigned
+      floats, an activation such as `hidden_states`, a module's parameter such as `self.proj.weight`), also
+      through a `dtype` parameter whose callers in the file pass one (`dtype=q.dtype`), anywhere;
+    - an explicit float32 (a literal, a name bound to one, or a `dtype` parameter that defaults to one and that
+      no caller in the file overrides) only in code that may run while a model is built: `__init__`, the
+      methods it reaches, initialisers and cache builders, code at module level, and any module-level
+      function that is public or has a caller the file does not show to run after construction.
+
+    An explicit float64 is never flagged: it holds integers exactly up to 2**53. Nor is an explicit float32
+    in code that runs only after construction: `forward`, a pipeline's `__call__`, a scheduler step, the
+    methods that only these call, and private module-level helpers that only these call. A tensor cast to a
+    literal dtype just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal.
 
     ## Why is this bad?
     DeepSpeed's `zero.Init()` casts every floating tensor that a constructor returns to the training
-    dtype, and a runtime dtype taken from an activation is bf16 or fp16 in mixed-precision training.
-    bf16 holds integers exactly only up to 256 (fp16: 2048): position 257 becomes 256, and every RoPE
-    angle built from it is wrong. transformers 4.37's Llama rotary table is off by up to 2.0 in cos under
-    `zero.Init`. An int64 enumeration is never cast.
+    dtype, and `from_pretrained(torch_dtype=torch.bfloat16)` makes bf16 the default dtype while the model's
+    `__init__` runs; a dtype taken from an activation or a weight is bf16 or fp16 in mixed-precision
+    training. bf16 holds integers exactly only up to 256 (fp16: 2048), and half-integers only up to 128:
+    position 257 becomes 256, and every RoPE angle built from it is wrong. transformers 4.37's Llama rotary
+    table is off by up to 2.0 in cos under `zero.Init`. An int64 enumeration is never cast. Both act only
+    while modules are built: after that an explicit float32 stays float32, exact up to 2**24.
 
     ## Example
     ```python
-    def positions(hidden_states):
-        batch, length, _ = hidden_states.shape
-        return torch.arange(length, dtype=torch.float32)
+    class Positions(nn.Module):
+        def __init__(self, max_positions):
+            super().__init__()
+            self.register_buffer("positions", torch.arange(max_positions, dtype=torch.float32))
     ```
 
     ## Use instead
     ```python
-    def positions(hidden_states):
-        batch, length, _ = hidden_states.shape
-        return torch.arange(length, dtype=torch.int64).float()
+    class Positions(nn.Module):
+        def __init__(self, max_positions):
+            super().__init__()
+            self.register_buffer("positions", torch.arange(max_positions, dtype=torch.int64).float())
     ```
 
     ## Fix safety
     The int64 rewrite is offered only where the start, the end and the step are proven integral (integer
     literals, `len(...)`, `.shape[...]`, `.size(...)`, `int(...)`, `//`, parameters annotated `int`, and
     names bound only to such values): `torch.arange(-t, t + 0.1, 1)` has one element more in float32
-    than in int64, and a step of `4 / dim` becomes 0 in int64. Where only the end is not proven, and the
+    than in int64, and a step of `4 / dim` becomes 0 in int64. A fractional start is never fixed: no int64
+    enumeration holds 0.5. Where only the end is not proven, and the
     step is a literal, the end is rounded up (`math.ceil`, `math.floor` for a negative step), which keeps
     every element for any real end: `torch.arange(math.ceil(self.max_seq_len_cached), dtype=torch.int64)`
     (with `import math` added where the file has none). A dtype is never lowered:
     - float32: `.float()`, safe: the same float32 tensor, without the rounding.
-    - float64: `.double()`, safe: the same values in the same dtype.
     - bf16, fp16: `.float()`, unsafe: the result becomes float32.
     - a dtype known only at run time (`x.dtype`, a parameter, `torch.get_default_dtype()`), which may be
       float64: `.to(torch.promote_types(<dtype>, torch.float32))`, unsafe: bf16 becomes float32, while
@@ -66,15 +96,22 @@ class FloatArange(Rule):
     method that no constructor runs (neither `__init__`, a method it reaches through `self.`, nor a
     cache builder) of a class that defines its own `__init__`: there neither zero.Init nor a bf16
     default dtype can cast the result. Elsewhere, and for a literal dtype, no fix is offered: in a
-    constructor zero.Init casts any floating enumeration; outside one, a literal float32 is already what
-    a fix would write, float64 must not be lowered, and a literal bf16 or fp16 made float32 would still
-    be flagged here, so the fix could not clear its finding.
+    constructor zero.Init casts any floating enumeration; outside one, a literal bf16 or fp16 made float32
+    would still be flagged here, so the fix could not clear its finding.
 
     ## Known problems
-    A method is taken to run outside construction when the class's own `__init__` does not reach it; a
-    constructor of another class that calls it, or a forward pass run by a constructor, is not seen. Bounds
-    read from attributes (`self.max_seq_len`, `config.hidden_size`) are not proven integral: as an end
-    they are rounded up, as a start or a step they leave the finding without a fix.
+    Whether code runs at construction is read from its own file. A method is taken to run after construction
+    when its class's own `__init__` does not reach it; a constructor of another class that calls it, or a
+    forward pass run by a constructor, is not seen. Where the class inherits its `__init__`, only `forward`,
+    `__call__` and what only they call count as run time. A public module-level helper counts as construction
+    code even where the file calls it only from `forward`, since a constructor elsewhere may import it: its
+    explicit float32 stays reported, with no lower severity (rope-lint has none). A dtype that arrives through
+    a call the file cannot follow (a helper from another module, `self.child.method(...)`) counts as unknown:
+    a literal default then decides nothing, and a parameter named `dtype` or annotated `torch.dtype` is taken
+    to be floating. A module built inside a pipeline call runs its `__init__` after the model is loaded;
+    rope-lint cannot tell it from a model's module, and reports it. Bounds read from attributes
+    (`self.max_seq_len`, `config.hidden_size`) are not proven integral: as an end they are rounded up, as a
+    start or a step they leave the finding without a fix.
     """
 
     code = "RPL101"
@@ -87,12 +124,20 @@ class FloatArange(Rule):
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
             dtype = enumerations.dtype_argument(call)
-            if dtype is None or enumerations.is_fractional(call) or not is_floating_dtype(ctx, dtype):
+            if dtype is None or enumerations.is_fractional(call):
+                continue
+            floating = is_floating_dtype(ctx, dtype)
+            if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, dtype))):
+                continue
+            if _exact(ctx, call, dtype):
                 continue
             hazard = (
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
                 "and bf16 runs round above 256"
             )
+            if enumerations.fractional_start(call):
+                yield self.report(call, f"{hazard} (above 128 from a fractional start); no int64 enumeration holds it")
+                continue
             rounding = enumerations.end_rounding(ctx, call)
             if rounding is not None:
                 fix = enumerations.int64_fix(ctx, call, dtype, rounding)
@@ -130,12 +175,6 @@ class FloatArange(Rule):
             "from torch import arange, float16\nimport torch\nx = arange(10, dtype=float16)\n",
             fixed="from torch import arange, float16\nimport torch\nx = arange(10, dtype=torch.int64).float()\n",
             safety=FixSafety.UNSAFE,
-        ),
-        Invalid(
-            # float64 stays float64: same values, same dtype.
-            "import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.float64)\n",
-            fixed="import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.int64).double()\n",
-            safety=FixSafety.SAFE,
         ),
         Invalid(
             # A dtype known only at run time may be float64: it is promoted to float32 at least, never lowered.
@@ -186,24 +225,12 @@ class FloatArange(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            "import torch\ndef f(n: int):\n    return torch.arange(n, dtype=torch.float64).float()\n",
-            fixed="import torch\ndef f(n: int):\n    return torch.arange(n, dtype=torch.int64).float()\n",
-            safety=FixSafety.SAFE,
-        ),
-        Invalid(
             # An end not proven integral (a fraction would be truncated by int64): rounded up with `math.ceil`, which
             # keeps the elements, since the start and the step are integral.
             "import torch\ndef f(t: int):\n    return torch.arange(-t, t + 0.1, 1, dtype=torch.float32)\n",
             fixed="import torch\nimport math\n\n"
             "def f(t: int):\n"
             "    return torch.arange(-t, math.ceil(t + 0.1), 1, dtype=torch.int64).float()\n",
-            safety=FixSafety.SAFE,
-        ),
-        Invalid(
-            "import math\nimport torch\ndef f(n):\n    return torch.arange(n, dtype=torch.float64)\n",
-            fixed="import math\nimport torch\n"
-            "def f(n):\n"
-            "    return torch.arange(math.ceil(n), dtype=torch.int64).double()\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
@@ -227,7 +254,6 @@ class FloatArange(Rule):
         # raise, so no fix.
         Invalid("import torch\ndef f(dim):\n    return torch.arange(0, 1, 4 / dim, dtype=torch.float32)\n"),
         Invalid("import torch\ndef f(n: int, step):\n    return torch.arange(0, n, step, dtype=torch.float32)\n"),
-        Invalid("import torch\ndef f(start, n):\n    return torch.arange(start, n, dtype=torch.float64)\n"),
         Invalid(
             # At construction, zero.Init casts a floating enumeration whatever its dtype.
             "import torch\n"
@@ -238,6 +264,185 @@ class FloatArange(Rule):
         Invalid(
             # No name for torch itself to write `torch.int64` with: flagged, not fixed.
             "from torch import arange, float32\nt = arange(8, dtype=float32)\n",
+        ),
+        Invalid(
+            # A float32 default that a caller in the file overrides with bf16.
+            "import torch\n"
+            "def grid(n: int, dtype=torch.float32):\n"
+            "    return torch.arange(n, dtype=dtype)\n"
+            "def half_grid(n: int):\n"
+            "    return grid(n, dtype=torch.bfloat16)\n",
+            fixed="import torch\n"
+            "def grid(n: int, dtype=torch.float32):\n"
+            "    return torch.arange(n, dtype=torch.int64).to(torch.promote_types(dtype, torch.float32))\n"
+            "def half_grid(n: int):\n"
+            "    return grid(n, dtype=torch.bfloat16)\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            # The dtype of a module's parameter follows the model into bf16, in forward too.
+            "import torch\n"
+            "class Bias(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.proj = torch.nn.Linear(dim, dim)\n"
+            "    def forward(self, x, n: int):\n"
+            "        return torch.arange(n, dtype=self.proj.weight.dtype)\n",
+            fixed="import torch\n"
+            "class Bias(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.proj = torch.nn.Linear(dim, dim)\n"
+            "    def forward(self, x, n: int):\n"
+            "        return torch.arange(n, dtype=torch.int64).to(torch.promote_types(self.proj.weight.dtype, torch.float32))\n",  # noqa: E501
+            safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            # A dtype parameter that a caller in the file gives an activation's dtype.
+            "import torch\n"
+            "def _positions(n: int, kind):\n"
+            "    return torch.arange(n, dtype=kind)\n"
+            "def attend(q):\n"
+            "    return _positions(q.shape[1], q.dtype)\n",
+            fixed="import torch\n"
+            "def _positions(n: int, kind):\n"
+            "    return torch.arange(n, dtype=torch.int64).to(torch.promote_types(kind, torch.float32))\n"
+            "def attend(q):\n"
+            "    return _positions(q.shape[1], q.dtype)\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            # `self.theta` was computed as floats: its dtype is the model's after `.to(torch.bfloat16)`.
+            "import torch\n"
+            "class Rope(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.theta = torch.nn.Parameter(1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            "    def forward(self, x):\n"
+            "        t = torch.arange(x.shape[1], dtype=self.theta.dtype)\n"
+            "        return torch.outer(t, self.theta)\n",
+            fixed="import torch\n"
+            "class Rope(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.theta = torch.nn.Parameter(1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            "    def forward(self, x):\n"
+            "        t = torch.arange(x.shape[1], dtype=torch.int64).to(torch.promote_types(self.theta.dtype, torch.float32))\n"  # noqa: E501
+            "        return torch.outer(t, self.theta)\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
+            # A module-level helper that a constructor builds a buffer with: explicit float32 at construction.
+            "import torch\n"
+            "def _angles(n: int, dim: int):\n"
+            "    return torch.arange(n, dtype=torch.float32)[:, None] / dim\n"
+            "class Table(torch.nn.Module):\n"
+            "    def __init__(self, n, dim):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("angles", _angles(n, dim))\n'
+            "    def forward(self, x):\n"
+            "        return x + _angles(x.shape[1], x.shape[2])\n",
+            fixed="import torch\n"
+            "def _angles(n: int, dim: int):\n"
+            "    return torch.arange(n, dtype=torch.int64).float()[:, None] / dim\n"
+            "class Table(torch.nn.Module):\n"
+            "    def __init__(self, n, dim):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("angles", _angles(n, dim))\n'
+            "    def forward(self, x):\n"
+            "        return x + _angles(x.shape[1], x.shape[2])\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # A public helper that the file calls only in forward: a constructor elsewhere may import it.
+            "import torch\n"
+            "def timestep_embedding(t, dim: int):\n"
+            "    return t[:, None] * torch.arange(dim, dtype=torch.float32)\n"
+            "class Embed(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.dim = dim\n"
+            "    def forward(self, t):\n"
+            "        return timestep_embedding(t, self.dim)\n",
+            fixed="import torch\n"
+            "def timestep_embedding(t, dim: int):\n"
+            "    return t[:, None] * torch.arange(dim, dtype=torch.int64).float()\n"
+            "class Embed(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.dim = dim\n"
+            "    def forward(self, t):\n"
+            "        return timestep_embedding(t, self.dim)\n",
+            safety=FixSafety.SAFE,
+        ),
+        # A fractional start with an integral step enumerates half-integers: no int64 rewrite holds them.
+        Invalid("import torch\ndef f(n: int, x):\n    return torch.arange(0.5, n, dtype=x.dtype)\n"),
+        # float64 holds integers exactly up to 2**53: exact wherever it runs.
+        Valid("import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.float64)\n"),
+        Valid("import torch\ndef f(start, n):\n    return torch.arange(start, n, dtype=torch.double)\n"),
+        Valid(
+            "import torch\n"
+            "def f(ids):\n"
+            "    dtype = torch.float64\n"
+            "    return torch.arange(ids.shape[-1], dtype=dtype)\n"
+        ),
+        # Explicit float32 in code that runs only after construction: forward, and what only forward calls.
+        Valid(
+            "import torch\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.dim = dim\n"
+            "    def grid(self, n: int):\n"
+            "        return torch.arange(n, dtype=torch.float32)\n"
+            "    def forward(self, x):\n"
+            "        return x + self.grid(x.shape[1])[:, None] + torch.arange(self.dim, dtype=torch.float)\n"
+        ),
+        Valid(
+            # A private helper that only forward calls.
+            "import torch\n"
+            "def _grid(n: int):\n"
+            "    return torch.arange(n, dtype=torch.float32)\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return x + _grid(x.shape[1])\n"
+        ),
+        Valid(
+            # A pipeline step, and a float32 default that no caller in the file overrides.
+            "import torch\n"
+            "class Pipeline:\n"
+            "    def __init__(self, unet):\n"
+            "        self.unet = unet\n"
+            "    def guidance_embedding(self, w, dim=512, dtype=torch.float32):\n"
+            "        return w[:, None] * torch.arange(dim // 2, dtype=dtype)\n"
+            "    def __call__(self, w):\n"
+            "        return self.unet(self.guidance_embedding(w, dim=256))\n"
+        ),
+        Valid(
+            # A caller that passes float32 explicitly, from forward.
+            "import torch\n"
+            "class Rope(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "    def positions(self, n: int, dtype=None):\n"
+            "        return torch.arange(n, dtype=dtype)\n"
+            "    def forward(self, x):\n"
+            "        return self.positions(x.shape[1], dtype=torch.float32)\n"
+        ),
+        Valid(
+            # An activation cast to float32 just before: its dtype is float32, in forward.
+            "import torch\n"
+            "class Fourier(torch.nn.Module):\n"
+            "    def forward(self, inputs):\n"
+            "        inputs = inputs.to(torch.float32)\n"
+            "        return inputs * torch.arange(6, 9, dtype=inputs.dtype)[:, None]\n"
+        ),
+        Valid(
+            # A fractional start in forward with an explicit float32.
+            "import torch\n"
+            "class Grid(torch.nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return torch.arange(0.5, x.shape[-1], dtype=torch.float32)\n"
         ),
         Valid("import torch\nt = torch.arange(n, dtype=torch.int64).float()\n"),
         Valid("import torch\ndef f(bbox):\n    return torch.arange(4, dtype=bbox.dtype)\n"),

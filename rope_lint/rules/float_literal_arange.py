@@ -19,13 +19,14 @@ class FloatLiteralArange(Rule):
 
     ## What it does
     Flags `torch.arange` calls without `dtype=` whose start, end or step is a float literal with an
-    integral value, such as `torch.arange(0.0, d, 2.0)` or `torch.arange(4096.0)`.
+    integral value, such as `torch.arange(0.0, d, 2.0)` or `torch.arange(4096.0)`, and those that start at
+    a fraction with an integral step, such as `torch.arange(0.5, size)`: positions offset by a half.
 
     ## Why is this bad?
     A float bound makes the result take the default dtype. `from_pretrained(torch_dtype=torch.bfloat16)`
     sets that default to bf16 while the model's `__init__` runs, and DeepSpeed's `zero.Init()` casts the
     floating result to bf16 as well. bf16 holds integers exactly only up to 256, so the positions above
-    it collapse onto their neighbours.
+    it collapse onto their neighbours; half-integers, above 128.
 
     A genuinely fractional range (`torch.arange(0, 1, 0.1)`) is not an enumeration and is not flagged.
 
@@ -46,7 +47,8 @@ class FloatLiteralArange(Rule):
     `int`, and names bound only to such values): `torch.arange(0.0, 2.5, 1.0)` has 3 elements, and its
     int64 version 2, so an end that is not proven integral is rounded up (`math.ceil`), which keeps the
     3. Where the start or the step is not proven, no fix is offered: the float rewrite that keeps the
-    values is the code as it stands, since outside a constructor the default dtype is float32.
+    values is the code as it stands, since outside a constructor the default dtype is float32. A fractional
+    start gets none either: no int64 enumeration holds 0.5.
 
     ## Known problems
     Bounds read from attributes (`self.dim`, `config.hidden_size`) are not proven integral: as a start or
@@ -70,6 +72,9 @@ class FloatLiteralArange(Rule):
                 "`torch.arange` with float literal bounds enumerates in the default dtype (bf16 under "
                 "`from_pretrained(torch_dtype=...)`)"
             )
+            if enumerations.fractional_start(call):
+                yield self.report(call, f"{hazard}, from a fractional start; no int64 enumeration holds it")
+                continue
             rounding = enumerations.end_rounding(ctx, call)
             if rounding is not None:
                 fix = enumerations.int64_fix(ctx, call, None, rounding)
@@ -128,7 +133,13 @@ class FloatLiteralArange(Rule):
             # No name for torch itself to write `torch.int64` with: flagged, not fixed.
             "from torch import arange\npos = arange(0.0, 512, 1.0)\n",
         ),
+        # Half-integer positions: a fractional start and an integral step. No fix: int64 holds no 0.5.
+        Invalid("import torch\ndef f(x):\n    return torch.arange(0.5, x.shape[-1])\n"),
+        Invalid("import torch\ndef f(size):\n    return torch.arange(-0.5, size, 1.0)\n"),
         Valid("import torch\nsteps = torch.arange(0, 1, 0.1)\n"),
+        # A fractional start with a fractional or unknown step is a range, not an enumeration.
+        Valid("import torch\nsteps = torch.arange(0.5, 1, 0.25)\n"),
+        Valid("import torch\ndef f(n, step):\n    return torch.arange(0.5, n, step)\n"),
         Valid("import torch\nt = torch.arange(0, n, 2)\n"),
         Valid("import torch\nt = torch.arange(0.0, n, 1.0, dtype=torch.int64).float()\n"),
         Valid("import numpy\nt = numpy.arange(0.0, n, 1.0)\n"),

@@ -43,10 +43,11 @@ _INTEGER_WORDS = frozenset(
         "positions", "pos", "count", "counts", "mask", "offset", "offsets", "step", "steps",
     }
 )  # fmt: skip
-# Names that hold activations, embeddings or frequencies: floating in any model that names them so.
+# Names that hold activations, embeddings, frequencies or a module's parameters (`self.proj.weight`): floating in any
+# model that names them so.
 _FLOATING_NAMES = frozenset(
     {"x", "q", "k", "v", "hidden", "query", "key", "value", "logits", "scores", "feature", "features", "emb",
-     "inv_freq", "freq", "freqs"}
+     "inv_freq", "freq", "freqs", "weight"}
 )  # fmt: skip
 _FLOATING_ENDINGS = (
     "hidden_state", "hidden_states", "_states", "embed", "embeds", "embedding", "embeddings", "_emb", "pixel_values",
@@ -86,7 +87,7 @@ def is_floating_tensor(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool
     if isinstance(node, ast.Attribute):
         if is_self_attribute(node):
             return _self_attribute_is_floating(ctx, node, depth)
-        return _by_name(node.attr)
+        return floating_by_name(node.attr)
     if isinstance(node, ast.Subscript):
         return is_floating_tensor(ctx, node.value, depth + 1)
     return is_floating_expression(ctx, node, depth + 1)
@@ -130,7 +131,7 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
     return None
 
 
-def _by_name(name: str) -> bool | None:
+def floating_by_name(name: str) -> bool | None:
     """What a tensor's name says of its dtype."""
     if name.rpartition("_")[2] in _INTEGER_WORDS:
         return False
@@ -144,21 +145,21 @@ def _name_is_floating(
 ) -> bool | None:
     """Follow a local name to its assignments or its parameter, innermost function first."""
     for function in ctx.enclosing_functions(node) if scopes is None else scopes:
-        values = _assigned_values(function, node.id, before_line=node.lineno)
+        values = assigned_values(function, node.id, before_line=node.lineno)
         if values:
             judge = is_floating_dtype if dtype_name else is_floating_tensor
             answers = {judge(ctx, value, depth + 1) for value in values}
             if answers == {None} and not dtype_name:
-                return _by_name(node.id)  # `word_emb = self.word_emb(ids)`: the name is all there is
+                return floating_by_name(node.id)  # `word_emb = self.word_emb(ids)`: the name is all there is
             if True in answers and False in answers:
                 return None
             return True if True in answers else (False if False in answers else None)
-        parameter = _parameter(function, node.id)
+        parameter = parameter_of(function, node.id)
         if parameter is not None:
             argument, default = parameter
             if dtype_name:
                 return _dtype_parameter_is_floating(ctx, argument, default, depth)
-            return _by_name(node.id)
+            return floating_by_name(node.id)
     return None
 
 
@@ -189,7 +190,7 @@ def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: in
                 )
                 if answer is not None:
                     return answer
-    return _by_name(node.attr)
+    return floating_by_name(node.attr)
 
 
 def _self_attribute_values(ctx: FileContext, method: FunctionNode, attribute: str) -> list[ast.expr]:
@@ -218,7 +219,7 @@ def _self_attribute_assignments(ctx: FileContext, method: FunctionNode) -> dict[
     return found
 
 
-def _assigned_values(function: FunctionNode, name: str, before_line: int) -> list[ast.expr]:
+def assigned_values(function: FunctionNode, name: str, before_line: int) -> list[ast.expr]:
     """Values assigned to `name` in this function (not in nested ones), before the line that reads it."""
     values: list[ast.expr] = []
     stack: list[ast.AST] = list(function.body)
@@ -254,7 +255,7 @@ def _values_bound(target: ast.expr, value: ast.expr, name: str) -> list[ast.expr
     return []
 
 
-def _parameter(function: FunctionNode, name: str) -> tuple[ast.arg, ast.expr | None] | None:
+def parameter_of(function: FunctionNode, name: str) -> tuple[ast.arg, ast.expr | None] | None:
     args = function.args
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)

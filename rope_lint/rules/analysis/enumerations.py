@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import ast
 from collections import namedtuple
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext, FunctionNode
-from rope_lint.rules.analysis.dtypes import FLOAT32_DTYPES, qualified_dtype
+from rope_lint.rules.analysis.dtypes import (
+    FLOAT32_DTYPES,
+    assigned_values,
+    floating_by_name,
+    parameter_of,
+    qualified_dtype,
+)
 
 if TYPE_CHECKING:
     # How a scope binds a name: ("value", the expression), ("augmented", the AugAssign), ("range", the `range(...)`
@@ -24,7 +31,6 @@ if TYPE_CHECKING:
     Assumed = frozenset[tuple[ast.AST, str]]
 
 _BOUND_KEYWORDS = ("start", "end", "step")
-_FLOAT64_DTYPES = frozenset({"torch.float64", "torch.double"})
 # Calls whose result is an integer whatever their argument: a length, a size, a conversion, a rounding.
 _INTEGRAL_FUNCTIONS = frozenset({"len", "int", "round", "math.ceil", "math.floor", "math.trunc"})
 _INTEGRAL_METHODS = frozenset({"size", "numel", "dim", "__len__"})
@@ -55,8 +61,23 @@ def float_literals(call: ast.Call) -> list[float]:
 
 
 def is_fractional(call: ast.Call) -> bool:
-    """`torch.arange(0, 1, 0.1)` is a genuine floating range, not an enumeration: no rule touches it."""
-    return any(not value.is_integer() for value in float_literals(call))
+    """`torch.arange(0, 1, 0.1)` is a genuine floating range, not an enumeration: no rule touches it. A fractional
+    start with an integral step (`torch.arange(0.5, n)`) is an enumeration of half-integers: see `fractional_start`."""
+    start, end, step = _start_end_step(call)
+    if any(_non_integral_literal(bound) for bound in (end, step)):
+        return True
+    return _non_integral_literal(start) and not (step is None or literal_number(step) is not None)
+
+
+def fractional_start(call: ast.Call) -> bool:
+    """`torch.arange(0.5, n)`: positions offset by a fraction, with an integral step. bf16 holds 0.5, 1.5, ... only
+    up to 128, and no int64 enumeration holds them."""
+    return _non_integral_literal(_start_end_step(call)[0]) and not is_fractional(call)
+
+
+def _non_integral_literal(node: ast.expr | None) -> bool:
+    value = None if node is None else literal_number(node)
+    return value is not None and not float(value).is_integer()
 
 
 def dtype_argument(call: ast.Call) -> ast.expr | None:
@@ -322,7 +343,7 @@ class Int64Enumeration(namedtuple("Int64Enumeration", ("torch", "cast", "end_rou
 
     __slots__ = ()
     torch: str  # the name to write `<torch>.int64` with
-    cast: str  # the method call appended: "float()", "double()", "to(...)"; "" where `.float()` follows already
+    cast: str  # the method call appended: "float()", "to(...)"; "" where `.float()` follows already
     end_rounding: str  # default "": the function the end is wrapped in ("math.ceil"), where it is not proven integral
 
 
@@ -347,8 +368,9 @@ def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None, rounding
     empty (and `import math` added where the file has no name for it). `dtype` is its `dtype=`, None for the
     default dtype.
 
-    A dtype is never lowered: float64 comes back with `.double()`; float32 and the default dtype (float32 unless
-    the code sets another) with `.float()`; bf16 and fp16 with `.float()`, a raise; a dtype known only at run time
+    A dtype is never lowered (a literal float64 is exact, and never flagged): float32 and the default dtype
+    (float32 unless the code sets another) with `.float()`; bf16 and fp16 with `.float()`, a raise; a dtype known
+    only at run time
     (`x.dtype`, a parameter, `torch.get_default_dtype()`), which may be float64, with
     `.to(torch.promote_types(<dtype>, torch.float32))`. Safe where the dtype stays what it was. None when the file
     has no name for torch itself to write `torch.int64` with, or when the dtype is a parameter that may be None.
@@ -379,7 +401,7 @@ def int64_hint(ctx: FileContext, dtype: ast.expr | None, rounding: str) -> str:
 
 
 def cast_back_hint(ctx: FileContext, dtype: ast.expr | None) -> str:
-    """How a finding's message says the int64 enumeration is cast back: "`.float()`", "`.double()`", or a
+    """How a finding's message says the int64 enumeration is cast back: "`.float()`", or a
     promotion to float32 or wider for a dtype known only at run time."""
     cast = _cast_back(ctx, dtype, "torch")[1]
     return "a promotion to float32 or wider" if cast.startswith("to(") else f"`.{cast}`"
@@ -391,8 +413,6 @@ def _cast_back(ctx: FileContext, dtype: ast.expr | None, alias: str) -> tuple[Fi
     literal = None if dtype is None else qualified_dtype(ctx, dtype)
     if dtype is None or literal in FLOAT32_DTYPES:
         return FixSafety.SAFE, "float()"
-    if literal in _FLOAT64_DTYPES:
-        return FixSafety.SAFE, "double()"
     if literal is not None:
         return FixSafety.UNSAFE, "float()"
     return FixSafety.UNSAFE, f"to({promoted(alias, dtype)})"
@@ -462,3 +482,282 @@ def _is_cast_to_float32(ctx: FileContext, node: ast.AST | None) -> bool:
         return False
     call = ctx.parent(node)
     return isinstance(call, ast.Call) and call.func is node and not call.args
+
+
+# When does an enumeration run? At construction, where zero.Init and a bf16 default dtype act, or only after it?
+
+_RUNTIME_ENTRIES = frozenset({"forward", "__call__"})
+# A parent's constructor calls its initialisers by name (`nn.Linear.__init__` calls `reset_parameters`): a method so
+# named runs at construction, as a cache builder does (`rotary.reachable_from_init`).
+_BUILDER_WORDS = ("init", "reset", "cache")
+
+
+class _Site(namedtuple("_Site", ("call", "function"))):
+    """Where a function or method is named: the call it is the callee of (None for any other use), and the outermost
+    function that holds it (None at module level or in a class body)."""
+
+    __slots__ = ()
+    call: ast.Call | None
+    function: FunctionNode | None
+
+
+class _CallGraph(namedtuple("_CallGraph", ("by_line", "functions", "classes", "sites", "method_sites"))):
+    """Where one name is used in a file: `f(...)` for a module-level function; `self.m(...)`, `cls.m(...)` or
+    `Class.m(...)` inside its class for a method. Read from the statements that mention the name (`_graph_of`), with
+    the classes' `__init__`: the rules' tree leaves out the functions that hold no candidate, callers among them.
+    `by_line` finds a function here by the line of its `def`."""
+
+    __slots__ = ()
+    by_line: dict[int, FunctionNode]
+    functions: dict[str, FunctionNode]
+    classes: dict[str, ast.ClassDef]
+    sites: dict[str, list[_Site]]
+    method_sites: dict[tuple[str, str], list[_Site]]
+
+
+def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
+    """The `_CallGraph` of the statements that mention `name`, parsed alone (`candidates.parse`), as the rules'
+    own tree is; None where they do not parse."""
+    try:
+        tree = candidates.parse(
+            ctx.source, candidates.Occurrences(ctx.occurrences.data, ctx.occurrences.encoding), (name,), None, ctx.path
+        )
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    by_line = {node.lineno: node for node in ast.walk(tree) if isinstance(node, FunctionNode)}
+    functions = {node.name: node for node in tree.body if isinstance(node, FunctionNode)}
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    sites: dict[str, list[_Site]] = {}
+    method_sites: dict[tuple[str, str], list[_Site]] = {}
+
+    def visit(node: ast.AST, cls: ast.ClassDef | None, function: FunctionNode | None, callee_of: ast.Call | None):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in functions:
+            sites.setdefault(node.id, []).append(_Site(callee_of, function))
+        elif (
+            isinstance(node, ast.Attribute)
+            and cls is not None
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls", cls.name)
+        ):
+            method_sites.setdefault((cls.name, node.attr), []).append(_Site(callee_of, function))
+        inner_class, inner_function = cls, function
+        if isinstance(node, ast.ClassDef) and cls is None and function is None:
+            inner_class = node
+        elif isinstance(node, FunctionNode) and function is None:
+            inner_function = node
+        for child in ast.iter_child_nodes(node):
+            called = node if isinstance(node, ast.Call) and child is node.func else None
+            visit(child, inner_class, inner_function, called)
+
+    for statement in tree.body:
+        visit(statement, None, None, None)
+    return _CallGraph(by_line, functions, classes, sites, method_sites)
+
+
+def _placed(ctx: FileContext, function: FunctionNode) -> tuple[_CallGraph, FunctionNode] | None:
+    """The graph of a function's name, and the function in it."""
+    graph = ctx.derived(_graph_of, function.name)
+    placed = None if graph is None else graph.by_line.get(function.lineno)
+    return None if graph is None or placed is None or placed.name != function.name else (graph, placed)
+
+
+def runs_only_after_construction(ctx: FileContext, node: ast.AST) -> bool:
+    """Whether the file shows that `node` runs only after the modules are built, where neither zero.Init nor a
+    default dtype set for loading acts on an explicit dtype.
+
+    - A method runs at construction when it is `__init__`, an initialiser or a cache builder (its name holds
+      "init", "reset" or "cache": a parent's constructor calls `reset_parameters`), or when a method of its class
+      that runs at construction names it through `self.`, `cls.` or the class. A method that no other method of
+      its class names is `forward`, a pipeline's `__call__`, a step or a hook that code outside calls: after
+      construction where the class has its own `__init__`; where it inherits one, which may call it, only
+      `forward` and `__call__` are.
+    - A module-level function runs after construction only when it is private (`_name`), and the file names it only
+      as the callee of calls that all run after construction: a public helper may be imported and called by a
+      constructor elsewhere (`get_timestep_embedding` from a `__init__` in another file).
+    - Code at module level, or in a class body, runs at import, which may be inside a constructor's module.
+    """
+    functions = list(ctx.enclosing_functions(node))
+    return bool(functions) and _function_runs_after(ctx, functions[-1], frozenset())
+
+
+def _function_runs_after(ctx: FileContext, function: FunctionNode, seen: frozenset[tuple[str, int]]) -> bool:
+    key = (function.name, function.lineno)
+    placed = _placed(ctx, function)
+    if key in seen or placed is None:
+        return False  # a recursion, or a file that does not parse, proves nothing
+    seen = seen | {key}
+    graph, function = placed
+    if graph.functions.get(function.name) is function:
+        # A public function may be imported, and called by a constructor in another file.
+        uses = graph.sites.get(function.name, []) if function.name.startswith("_") else []
+        return bool(uses) and all(
+            use.call is not None and use.function is not None and _function_runs_after(ctx, use.function, seen)
+            for use in uses
+        )
+    cls = next((c for c in graph.classes.values() if function in c.body), None)
+    if cls is None or function.name == "__init__" or any(word in function.name.lower() for word in _BUILDER_WORDS):
+        return False
+    callers = {
+        use.function
+        for use in graph.method_sites.get((cls.name, function.name), [])
+        if use.function is not None and use.function is not function
+    }
+    if callers:
+        return all(caller in cls.body and _function_runs_after(ctx, caller, seen) for caller in callers)
+    return function.name in _RUNTIME_ENTRIES or any(
+        isinstance(member, FunctionNode) and member.name == "__init__" for member in cls.body
+    )
+
+
+# Which literal dtype does a `dtype=` argument carry?
+
+_CANONICAL_DTYPES = {"torch.float": "torch.float32", "torch.double": "torch.float64", "torch.half": "torch.float16"}
+_CAST_METHODS = {
+    "float": "torch.float32",
+    "double": "torch.float64",
+    "half": "torch.float16",
+    "bfloat16": "torch.bfloat16",
+}
+
+
+def literal_dtypes(ctx: FileContext, dtype: ast.expr) -> frozenset[str] | None:
+    """The literal dtypes ("torch.float32", "torch.float64", ...) that the `dtype=` argument of an enumeration can be,
+    by the file alone; None where one of them is not a literal (an activation's, a weight's, one from elsewhere).
+
+    Followed: assignments before the call (`dtype = torch.float32 if mps else torch.float64`); a parameter, to its
+    default where a caller omits it and to what the file's callers pass (`self.positions(n, dtype=torch.float32)`);
+    and `x.dtype` where `x` was cast just before (`x = x.to(torch.float32)`)."""
+    functions = list(ctx.enclosing_functions(dtype))
+    return _literal_dtypes(ctx, dtype, functions[0] if functions else None, 0)
+
+
+def _literal_dtypes(ctx: FileContext, node: ast.expr, scope: FunctionNode | None, depth: int) -> frozenset[str] | None:
+    if depth > _MAX_DEPTH:
+        return None
+    literal = qualified_dtype(ctx, node)
+    if literal is not None:
+        return frozenset({_CANONICAL_DTYPES.get(literal, literal)})
+    if isinstance(node, ast.IfExp):
+        body = _literal_dtypes(ctx, node.body, scope, depth + 1)
+        orelse = _literal_dtypes(ctx, node.orelse, scope, depth + 1)
+        return None if body is None or orelse is None else body | orelse
+    if scope is None:
+        return None
+    if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
+        return _cast_dtype(ctx, scope, node.value)
+    if not isinstance(node, ast.Name):
+        return None
+    values = assigned_values(scope, node.id, before_line=node.lineno)
+    if values:
+        return _union(_literal_dtypes(ctx, value, scope, depth + 1) for value in values)
+    found = parameter_of(scope, node.id)
+    if found is None:
+        return None
+    argument, default = found
+    passed = _passed_arguments(ctx, scope, argument)
+    if passed is None:
+        return None
+    options: list[frozenset[str] | None] = []
+    for expression, site_scope in passed:
+        if expression is None:  # a caller that leaves the default
+            options.append(None if default is None else _literal_dtypes(ctx, default, None, depth + 1))
+        else:
+            options.append(_literal_dtypes(ctx, expression, site_scope, depth + 1))
+    if not passed:
+        options.append(None if default is None else _literal_dtypes(ctx, default, None, depth + 1))
+    return _union(options)
+
+
+def _union(options: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    found: frozenset[str] = frozenset()
+    for option in options:
+        if option is None:
+            return None
+        found |= option
+    return found
+
+
+def _cast_dtype(ctx: FileContext, scope: FunctionNode, tensor: ast.Name) -> frozenset[str] | None:
+    """`x.dtype` where every assignment to `x` before it casts to one literal dtype, and one of them is a statement
+    of the function's own body: `inputs = inputs.to(torch.float32)`."""
+    values = assigned_values(scope, tensor.id, before_line=tensor.lineno)
+    unconditional = any(
+        isinstance(statement, ast.Assign) and statement.value in values and statement.lineno < tensor.lineno
+        for statement in scope.body
+    )
+    casts = {_cast_literal(ctx, value) for value in values}
+    if not unconditional or len(casts) != 1 or None in casts:
+        return None
+    return frozenset(casts)  # type: ignore[arg-type]
+
+
+def _cast_literal(ctx: FileContext, value: ast.expr) -> str | None:
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return None
+    method = value.func.attr
+    if method in _CAST_METHODS and not value.args and not value.keywords:
+        return _CAST_METHODS[method]
+    if method in ("to", "type"):
+        target = value.args[0] if value.args else next((kw.value for kw in value.keywords if kw.arg == "dtype"), None)
+        literal = None if target is None else qualified_dtype(ctx, target)
+        return None if literal is None else _CANONICAL_DTYPES.get(literal, literal)
+    return None
+
+
+def _passed_arguments(
+    ctx: FileContext, function: FunctionNode, argument: ast.arg
+) -> list[tuple[ast.expr | None, FunctionNode | None]] | None:
+    """What the file's calls of `function` pass for `argument`, with the function each call is in: None for a call
+    that leaves the default. None where a use is no call, or a call spreads `*args`/`**kwargs`."""
+    placed = _placed(ctx, function)
+    if placed is None:
+        return None
+    graph, function = placed
+    if graph.functions.get(function.name) is function:
+        uses, skipped = graph.sites.get(function.name, []), 0
+    else:
+        cls = next((c for c in graph.classes.values() if function in c.body), None)
+        if cls is None:
+            return None
+        uses = graph.method_sites.get((cls.name, function.name), [])
+        decorators = {ast.unparse(decorator) for decorator in function.decorator_list}
+        skipped = 0 if "staticmethod" in decorators else 1
+    arguments = function.args
+    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)][skipped:]
+    passed: list[tuple[ast.expr | None, FunctionNode | None]] = []
+    for use in uses:
+        call = use.call
+        if call is None or any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        if any(keyword.arg is None for keyword in call.keywords):
+            return None
+        keyword = next((kw.value for kw in call.keywords if kw.arg == argument.arg), None)
+        index = positional.index(argument.arg) if argument.arg in positional else None
+        if keyword is None and index is not None and index < len(call.args):
+            keyword = call.args[index]
+        passed.append((keyword, use.function))
+    return passed
+
+
+def passed_floating_dtype(ctx: FileContext, dtype: ast.expr) -> bool:
+    """Whether `dtype` is a parameter that a caller in the file passes the dtype of a tensor named as floating:
+    `positions(n, dtype=q.dtype)`, `positions(n, self.proj.weight.dtype)`."""
+    functions = list(ctx.enclosing_functions(dtype))
+    if not isinstance(dtype, ast.Name) or not functions:
+        return False
+    scope = functions[0]
+    found = parameter_of(scope, dtype.id)
+    if found is None or assigned_values(scope, dtype.id, before_line=dtype.lineno):
+        return False
+    return any(
+        expression is not None and _names_floating_dtype(expression)
+        for expression, _ in _passed_arguments(ctx, scope, found[0]) or []
+    )
+
+
+def _names_floating_dtype(node: ast.expr) -> bool:
+    if not (isinstance(node, ast.Attribute) and node.attr == "dtype"):
+        return False
+    tensor = node.value
+    name = tensor.id if isinstance(tensor, ast.Name) else tensor.attr if isinstance(tensor, ast.Attribute) else None
+    return name is not None and floating_by_name(name) is True
