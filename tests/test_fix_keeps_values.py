@@ -131,7 +131,6 @@ UNFIXED = {
     ("enumeration_bounds.py", "centred_offsets"): (3,),
     ("enumeration_bounds.py", "exponents"): (8,),
     ("enumeration_bounds.py", "strided"): (3, 0.5),
-    ("enumeration_dtypes.py", "unproven_double"): (2.5, 7),
 }
 
 

@@ -151,13 +151,15 @@ class RotaryEmbedding(nn.Module):
         freqs = {product}
         return freqs.cos(), freqs.sin()
 """
+# The products autocast lowers on some device (analysis/autocast.LOWERING); `torch.outer` and `torch.ger` it never
+# lowers (tests/test_rope_autocast.py).
 PRODUCTS = {
     "torch.matmul": "t.matmul(positions, self.inv_freq)",
-    "torch.outer": "t.outer(positions, self.inv_freq)",
-    "torch.ger": "t.ger(positions, self.inv_freq)",
     "torch.einsum": 't.einsum("i,j->ij", positions, self.inv_freq)',
     "torch.bmm": "t.bmm(positions, self.inv_freq)",
     "torch.mm": "t.mm(positions, self.inv_freq)",
+    "torch.mv": "t.mv(positions, self.inv_freq)",
+    "torch.tensordot": "t.tensordot(positions, self.inv_freq)",
 }
 
 

@@ -180,7 +180,20 @@ _TENSOR_ANNOTATIONS = frozenset({"Tensor", "FloatTensor", "LongTensor"})
 # The functions and methods whose arguments are tensors: `emb.cos().type_as(hidden_states)` and
 # `torch.outer(positions, self.inv_freq)` show `hidden_states` and `positions` are.
 _TENSOR_ARGUMENT_METHODS = frozenset(
-    {"type_as", "expand_as", "view_as", "reshape_as", "matmul", "outer", "ger", "einsum", "bmm", "mm"}
+    {
+        "type_as",
+        "expand_as",
+        "view_as",
+        "reshape_as",
+        "matmul",
+        "outer",
+        "ger",
+        "einsum",
+        "bmm",
+        "mm",
+        "mv",
+        "tensordot",
+    }
 )
 
 
