@@ -442,7 +442,8 @@ def with_table_on_device(text: str) -> tuple[str, int, int]:
     while at > 0 and lines[at - 1].lstrip().startswith("#"):
         at -= 1
     newline = "\r\n" if lines[0].endswith("\r\n") else "\n"
-    added = (_TABLE_ON_DEVICE_DEFINITION + "\n\n").replace("\n", newline)
+    apart = "\n\n" if at > 0 and lines[at - 1].strip() else ""  # two blank lines from the code above, as from below
+    added = (apart + _TABLE_ON_DEVICE_DEFINITION + "\n\n").replace("\n", newline)
     return "".join([*lines[:at], added, *lines[at:]]), at, added.count(newline)
 
 

@@ -272,7 +272,9 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
         done, new_done = last, new_first + len(new_chunk)
     pieces.append("".join(lines[done:]))
     text = "".join(pieces)
-    if any(isinstance(d.fix.payload, ClassRewrite) for d in applied if d.fix is not None):
+    if any(
+        isinstance(d.fix.payload, ClassRewrite) and d.fix.payload.codemod == "rope_tables" for d in applied if d.fix
+    ):
         from rope_lint.codemods.rope_tables import with_table_on_device
 
         text, at, added = with_table_on_device(text)

@@ -125,6 +125,23 @@ class RopeAutocast(Rule):
 
     examples = (
         Invalid(
+            # A table read through its copy on the input's device (the rope codemod's rewrite) is a held table.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, position_ids):\n"
+            '        inv_freq = _rope_table_on_device(self, "inv_freq", x.device)[None, :, None]\n'
+            "        freqs = (inv_freq @ position_ids[:, None, :].float()).mT\n"
+            "        return freqs.cos(), freqs.sin()\n",
+            fixed="import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, position_ids):\n"
+            '        inv_freq = _rope_table_on_device(self, "inv_freq", x.device)[None, :, None]\n'
+            "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
+            "            freqs = (inv_freq.float() @ position_ids[:, None, :].float()).mT\n"
+            "        return freqs.cos(), freqs.sin()\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
             "import torch\n"
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"

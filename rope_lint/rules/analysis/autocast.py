@@ -14,6 +14,7 @@ from enum import Enum
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -178,8 +179,9 @@ _ENUMERATIONS = frozenset({"arange", "linspace"})
 
 class ProductInputs:
     """What each local name of a `forward` derives from, whatever the order of its assignments:
-    - frequencies or positions: a tensor the module holds (`self.inv_freq`, `self.freqs`), a method of the class,
-      or an enumeration (`torch.arange(seq_len)`, even of a length that the activation gives);
+    - frequencies or positions: a tensor the module holds (`self.inv_freq`, `self.freqs`, or its copy on a device
+      that the rope codemod reads, `_rope_table_on_device(self, "inv_freq", x.device)`), a method of the class, or
+      an enumeration (`torch.arange(seq_len)`, even of a length that the activation gives);
     - the activation: what a submodule (`self.q_proj(...)`) returns.
     `forward`'s arguments derive from neither: positions may come first (`forward(self, grid)`), and the queries and
     keys of an attention that takes them meet no held tensor.
@@ -231,7 +233,7 @@ class ProductInputs:
         receiver = self.facts(func.value) if isinstance(func, ast.Attribute) else frozenset()
         if name in _RECEIVER_ONLY:
             return receiver
-        if name in _ENUMERATIONS:  # its arguments are lengths, whatever they are read from
+        if name in _ENUMERATIONS or name == TABLE_ON_DEVICE:  # lengths, whatever they are read from; a held table
             return frozenset({FREQUENCIES_OR_POSITIONS})
         return receiver | arguments
 
