@@ -14,9 +14,10 @@ class LowPrecisionRopeCache(Rule):
     RoPE cos/sin tables are stored in a runtime or low-precision dtype.
 
     ## What it does
-    Flags a table store (`register_buffer("cos_cached", ...)`, `self.sin_cached = ...`, and `inv_freq`)
-    whose value is cast on the way in: `.to(dtype)` with a runtime dtype (`torch.get_default_dtype()` passed
-    down, `x.dtype` on a rebuild), `.half()`, `.bfloat16()` or `.type_as(x)`.
+    Flags a table store (`register_buffer("cos_cached", ...)`, `self.sin_cached = ...`, and `inv_freq`, or a
+    table under another name that RPL202 tells by its computation or use) whose value is cast on the way in:
+    `.to(dtype)` with a runtime dtype (`torch.get_default_dtype()` passed down, `x.dtype` on a rebuild),
+    `.half()`, `.bfloat16()` or `.type_as(x)`.
 
     ## Why is this bad?
     The table is computed once and reused for every token. Stored in bf16 it is rounded for good: a rebuild
@@ -36,13 +37,15 @@ class LowPrecisionRopeCache(Rule):
     ## Fix safety
     Unsafe, and made by the rope codemod on the whole class: the stored table's dtype changes to float32,
     and `forward` casts at the end instead. No fix for a class whose methods return tables without taking a
-    tensor (a sequence length, a shape): there is no device to move the table to.
+    tensor (a sequence length, a shape): there is no device to move the table to, nor for a table that the
+    codemod does not know by name (see RPL202).
     """
 
     code = "RPL201"
     name = "low-precision-rope-cache"
-    prefilter = PrefilterSpec(triggers=rotary.TABLE_TRIGGERS, parses_whole_class=rotary.may_be_rotary)
-    fix_availability = FixAvailability.SOMETIMES  # none for a class whose tables have no device to move to
+    prefilter = PrefilterSpec(triggers=rotary.STORE_TRIGGERS, parses_whole_class=rotary.may_hold_table)
+    # None for a class whose tables have no device to move to, or a table the codemod does not know by name.
+    fix_availability = FixAvailability.SOMETIMES
     fix_safeties = frozenset({FixSafety.UNSAFE})
     fix_payloads = (ClassRewrite,)
 
@@ -55,7 +58,7 @@ class LowPrecisionRopeCache(Rule):
                     store.value,
                     f"the RoPE table `{store.name}` is stored in a runtime dtype, rounding it for every token; "
                     "store float32 and cast at the end of forward",
-                    Fix(FixSafety.UNSAFE, rewrite) if rotary.rewritable(ctx, cls) else None,
+                    Fix(FixSafety.UNSAFE, rewrite) if store.rewritten and rotary.rewritable(ctx, cls) else None,
                 )
 
     examples = (
@@ -83,6 +86,16 @@ class LowPrecisionRopeCache(Rule):
             "        self.cos_cached = emb.cos().to(dtype)\n"
             "    def forward(self, seq_len):\n"
             "        return self.cos_cached[:seq_len]\n"
+        ),
+        Invalid(
+            # A table under a name of its own, told by its computation: no fix, the codemod does not know it.
+            "import torch\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def __init__(self, n, dtype):\n"
+            "        angles = torch.outer(torch.arange(n), 10000 ** -(torch.arange(0, 64, 2) / 64))\n"
+            '        self.register_buffer("angles", angles.to(dtype), persistent=False)\n'
+            "    def forward(self, pos):\n"
+            "        return self.angles[pos].cos(), self.angles[pos].sin()\n"
         ),
         Valid("self.cos_cached = emb.cos()\n"),
         Valid("import torch\nself.cos_cached = emb.cos().to(torch.float32)\n"),

@@ -16,6 +16,23 @@ class RopeBufferDowncast(Rule):
     ## What it does
     Flags `register_buffer("inv_freq", ...)`, `self.inv_freq = nn.Buffer(...)` and the same for cos/sin
     caches (`cos_cached`, `_sin_cached`, ...), including the `f"{prefix}inv_freq"` names of dynamic updates.
+    A table is told by its computation as well as by its name: a buffer under any name (`angles`, `args_{i}`,
+    `freqs_base_t`, `bands`) whose value is frequencies (a power or an exponential of an enumeration), an angle
+    (positions times frequencies) or its cos/sin, computed in the method or in the class's methods and the file's
+    functions that it calls; a buffer that the class multiplies with positions as frequencies; a buffer whose name
+    says it is frequencies or a cos/sin table (`freqs`, `freqs_cos`). So is a buffer created empty
+    (`torch.empty(n, d, dtype=torch.float32)`) and filled later with such a table (`self.table.copy_(...)`,
+    `self.table[:] = ...`): zero.Init and the load-time dtype cast the empty buffer, and the values are rounded as
+    they are copied in. Frequencies held as an `nn.Parameter` are flagged as well: `module.to(dtype)` casts
+    parameters as it casts buffers.
+
+    A sinusoidal table of absolute positions outside a rotary class stays silent: its entries are cos/sin values
+    in [-1, 1], which bf16 rounds as it rounds any activation, while its angles stay exact. So do frequencies of a
+    class that takes no cos/sin of them (the decays of a linear attention).
+
+    Stays silent where the class guards its table: no code reads the stored values (it reads only their
+    `.dtype`/`.device`, or `forward` stores the table anew, in float32, before every use), or an `_apply` override
+    stores it anew after the parent's `_apply` has cast it.
 
     ## Why is this bad?
     `model.to(torch.bfloat16)`, `.half()` and `from_pretrained(torch_dtype=...)` cast every floating buffer.
@@ -42,13 +59,24 @@ class RopeBufferDowncast(Rule):
     those uses too (the copy is made on the first forward on a device, then reused). A
     persistent buffer stays registered (its state_dict key stays), and the class computes from a float32 copy.
     No fix for a class whose methods return tables without taking a tensor (a sequence length, a shape): there
-    is no device to move the table to.
+    is no device to move the table to. No fix either for a table the codemod does not know by name (one found by
+    its computation, its use or a name such as `freqs`), nor for a parameter: make it a float32 plain attribute by
+    hand.
+
+    ## Known problems
+    A trained `nn.Parameter` of frequencies (learned RoPE frequencies) cannot become a plain attribute: the
+    optimizer must see it. Keep it float32 while the rest of the model is cast (`_keep_in_fp32_modules`, or a
+    float32 master copy in mixed-precision training) and cast it at the end of forward. Frequencies that the
+    class reads under a local name, or broadcasts without a new axis on each side, are not recognized (random
+    Fourier features are, as `x[:, None] * self.W[None, :]`). A model-level guard such as
+    `_keep_in_fp32_modules` is not seen; `module.to(torch.bfloat16)` rounds such a table all the same.
     """
 
     code = "RPL202"
     name = "rope-buffer-downcast"
-    prefilter = PrefilterSpec(triggers=rotary.TABLE_TRIGGERS, parses_whole_class=rotary.may_be_rotary)
-    fix_availability = FixAvailability.SOMETIMES  # none for a class whose tables have no device to move to
+    prefilter = PrefilterSpec(triggers=rotary.STORE_TRIGGERS, parses_whole_class=rotary.may_hold_table)
+    # None for a class whose tables have no device to move to, a table the codemod does not know, or a parameter.
+    fix_availability = FixAvailability.SOMETIMES
     fix_safeties = frozenset({FixSafety.UNSAFE})
     fix_payloads = (ClassRewrite,)
 
@@ -57,19 +85,173 @@ class RopeBufferDowncast(Rule):
         float32_copies = {store.name for store in stores if not store.as_buffer and store.name.endswith("_fp32")}
         for store in stores:
             # A persistent buffer with a float32 copy beside it is what the fix leaves: the class reads the copy.
-            if store.as_buffer and f"{store.name}_fp32" not in float32_copies:
-                kept = " (persistent: it stays in the state_dict)" if store.persistent else ""
-                cls = ctx.enclosing_class(store.node)
-                yield self.report(
-                    store.node,
-                    f"`{store.name}` is a floating buffer{kept}, so `module.to(torch.bfloat16)` rounds it; keep a "
-                    "float32 plain attribute and move it to the input's device on use",
-                    Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None))
-                    if rotary.rewritable(ctx, cls)
-                    else None,
-                )
+            if not (store.as_buffer or store.parameter) or f"{store.name}_fp32" in float32_copies:
+                continue
+            if rotary.guarded(ctx, store):
+                continue
+            cls = ctx.enclosing_class(store.node)
+            fix = None
+            if store.rewritten and not store.parameter and rotary.rewritable(ctx, cls):
+                fix = Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None))
+            yield self.report(store.node, _message(store), fix)
 
     examples = (
+        Invalid(
+            # A table under a name of its own, told by its computation through a function of the file.
+            "import torch\n"
+            "def get_freqs(dim, period):\n"
+            "    return torch.exp(-torch.log(period) * torch.arange(dim, dtype=torch.float32) / dim)\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def __init__(self, dim, max_pos):\n"
+            "        freq = get_freqs(dim // 2, 10000.0)\n"
+            "        pos = torch.arange(max_pos, dtype=freq.dtype)\n"
+            '        self.register_buffer("args", torch.outer(pos, freq), persistent=False)\n'
+            "    def forward(self, pos):\n"
+            "        return torch.cos(self.args[pos]), torch.sin(self.args[pos])\n"
+        ),
+        Invalid(
+            # One buffer per axis under computed names, through a method of the class.
+            "import torch\n"
+            "class Grid(torch.nn.Module):\n"
+            "    def __init__(self, dims, theta):\n"
+            "        self.theta = theta\n"
+            "        for i, dim in enumerate(dims):\n"
+            '            self.register_buffer(f"bands_{i}", self._bands(dim), persistent=False)\n'
+            "    def _bands(self, dim):\n"
+            "        return 1.0 / (self.theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))\n"
+            "    def forward(self, x, t):\n"
+            "        return torch.outer(t, self.bands_0).cos()\n"
+        ),
+        Invalid(
+            # Frequencies by their use: the class multiplies the buffer with positions and takes the sine.
+            "import torch\n"
+            "class Fourier(torch.nn.Module):\n"
+            "    def __init__(self, bands):\n"
+            '        self.register_buffer("scales", bands)\n'
+            "    def forward(self, x):\n"
+            "        steps = torch.arange(x.shape[1], device=x.device)\n"
+            "        return torch.outer(steps, self.scales).sin()\n"
+        ),
+        Invalid(
+            # A cos/sin table by its name, computed in another file.
+            "from .embeddings import rotary_table\n"
+            "class Video(torch.nn.Module):\n"
+            "    def __init__(self, dim, n):\n"
+            "        cos, sin = rotary_table(dim, n)\n"
+            '        self.register_buffer("freqs_cos", cos, persistent=False)\n'
+        ),
+        Invalid(
+            # Created empty and filled later: zero.Init casts the empty buffer, so the copy is rounded.
+            "import torch\n"
+            "class RotaryCache(torch.nn.Module):\n"
+            "    def __init__(self, dim, n):\n"
+            '        self.register_buffer("table", torch.empty(n, dim, dtype=torch.float32), persistent=False)\n'
+            "        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            "        self.table.copy_(torch.outer(torch.arange(n).float(), freqs).cos())\n"
+        ),
+        Invalid(
+            # Frozen frequencies as a parameter: `.to(torch.bfloat16)` casts them as a buffer.
+            "import torch\n"
+            "class Frozen(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            "        self.freqs = torch.nn.Parameter(freqs, requires_grad=False)\n"
+        ),
+        Invalid(
+            # Random Fourier features: a frozen parameter in an outer product whose sine is taken.
+            "import torch\n"
+            "class FourierProjection(torch.nn.Module):\n"
+            "    def __init__(self, size, scale):\n"
+            "        self.W = torch.nn.Parameter(torch.randn(size) * scale, requires_grad=False)\n"
+            "    def forward(self, x):\n"
+            "        x_proj = x[:, None] * self.W[None, :] * 6.28\n"
+            "        return torch.cat([torch.sin(x_proj), torch.cos(x_proj)], dim=-1)\n"
+        ),
+        Valid(
+            # A learned periodic activation (Snake): the parameter scales the activation, no outer product.
+            "import torch\n"
+            "class Snake(torch.nn.Module):\n"
+            "    def __init__(self, channels):\n"
+            "        self.alpha = torch.nn.Parameter(torch.ones(channels))\n"
+            "    def forward(self, x):\n"
+            "        alpha = self.alpha[None, :, None]\n"
+            "        return x + torch.sin(alpha * x) ** 2 / alpha\n"
+        ),
+        Invalid(
+            # Learned frequencies: trained, so no plain attribute can hold them (see Known problems).
+            "import torch\n"
+            "class Model(torch.nn.Module):\n"
+            "    def __init__(self, heads, dim):\n"
+            "        self.pos_frequencies = torch.nn.Parameter(torch.zeros(3, heads, dim // 2))\n"
+        ),
+        Valid(
+            # forward stores the frequencies anew, in float32, before it reads them: the buffer is never used.
+            "import torch\n"
+            "class ScaledRotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n'
+            "    def forward(self, x, factors):\n"
+            "        dim = x.shape[-1]\n"
+            "        self.inv_freq = 1.0 / (factors * 10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            "        return self.inv_freq[None, :, None].float()\n"
+        ),
+        Valid(
+            # Only the buffer's dtype and device are read; the table is computed in float32 on every call.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            '        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2) / dim)))\n'
+            "    def forward(self, n):\n"
+            "        return table(n, dtype=self.inv_freq.dtype, device=self.inv_freq.device)\n"
+        ),
+        Valid(
+            # An `_apply` override stores the table anew after the cast.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        self.dim = dim\n"
+            '        self.register_buffer("inv_freq", self._inv_freq(), persistent=False)\n'
+            "    def _inv_freq(self):\n"
+            "        return 1.0 / (10000 ** (torch.arange(0, self.dim, 2).float() / self.dim))\n"
+            "    def _apply(self, fn, recurse=True):\n"
+            "        super()._apply(fn, recurse)\n"
+            "        self.inv_freq = self._inv_freq().to(self.inv_freq.device)\n"
+            "        return self\n"
+        ),
+        Valid(
+            # Decays of a linear attention: a power of an enumeration, but no cos/sin is taken of it.
+            "import torch\n"
+            "class Decay(torch.nn.Module):\n"
+            "    def __init__(self, heads, block):\n"
+            "        slopes = 2 ** (-8 * torch.arange(1, heads + 1) / heads)\n"
+            '        self.register_buffer("decay", torch.exp(-slopes[:, None] * torch.arange(block)))\n'
+            "    def forward(self, x):\n"
+            "        return x * self.decay\n"
+        ),
+        Valid(
+            # A sinusoidal table of absolute positions: its values are in [-1, 1], rounded as any activation.
+            "import torch\n"
+            "class Sinusoids(torch.nn.Module):\n"
+            "    def __init__(self, n, dim):\n"
+            "        freqs = torch.exp(torch.arange(0, dim, 2) * (-9.2 / dim))\n"
+            "        table = torch.zeros(n, dim)\n"
+            "        table[:, 0::2] = torch.sin(torch.arange(n)[:, None] * freqs)\n"
+            "        table[:, 1::2] = torch.cos(torch.arange(n)[:, None] * freqs)\n"
+            '        self.register_buffer("table", table)\n'
+            "    def forward(self, x):\n"
+            "        return x + self.table[: x.shape[1]]\n"
+        ),
+        Valid(
+            # An enumeration of positions is no table, nor is a learned weight.
+            "import torch\n"
+            "class Embeddings(torch.nn.Module):\n"
+            "    def __init__(self, n, dim):\n"
+            '        self.register_buffer("position_ids", torch.arange(n).expand((1, -1)), persistent=False)\n'
+            "        self.scale = torch.nn.Parameter(torch.ones(dim))\n"
+            "    def forward(self, x):\n"
+            "        return x * self.scale + self.position_ids.float().cos()\n"
+        ),
         Invalid(
             'self.register_buffer("inv_freq", inv_freq, persistent=False)\n',
             fixed="self.inv_freq = inv_freq\n",
@@ -107,4 +289,18 @@ class RopeBufferDowncast(Rule):
         ),
         Valid('self.register_buffer("position_ids", torch.arange(n).expand((1, -1)), persistent=False)\n'),
         Valid("self.inv_freq = inv_freq\n"),
+    )
+
+
+def _message(store: rotary.TableStore) -> str:
+    if store.parameter:
+        trained = "learned frequencies: keep them float32" if store.trained else "keep a float32 plain attribute"
+        return (
+            f"`{store.name}` holds frequencies as an `nn.Parameter`, which `module.to(torch.bfloat16)` rounds as "
+            f"it rounds a buffer; {trained}"
+        )
+    kept = " (persistent: it stays in the state_dict)" if store.persistent else ""
+    return (
+        f"`{store.name}` is a floating buffer{kept}, so `module.to(torch.bfloat16)` rounds it; keep a "
+        "float32 plain attribute and move it to the input's device on use"
     )

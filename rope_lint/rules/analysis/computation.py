@@ -13,16 +13,24 @@ The values are followed through each function by a small forward data flow, with
   activation, which carries none);
 - `FREQUENCY`: derives from a power or an exponential (`base ** e`, `exp`, `pow`), which is how frequencies are
   made;
+- `SPECTRUM`: derives from a power or an exponential of an enumeration (`base ** (arange(0, d, 2) / d)`,
+  `exp(-log(p) * arange(n) / n)`, `logspace`): a geometric sequence of frequencies, not any value that a power
+  touched;
 - `HELD`: read from the module (`self.x`), which holds frequencies under any name;
 - `ANGLE`: derives from a product of positions with frequencies;
 - `TABLE`: derives from the cos/sin or complex exponential of an angle.
 A class computes tables when one of its methods returns a `TABLE` or keeps one on the module: a model's weight
 initialiser that writes a sinusoidal table into another module's weight does not.
+
+The same flow tells which of a class's stores hold tables (`RotaryComputation.class_stores`): what each store keeps,
+and which held values a method multiplies with positions as frequencies (a read of `self.x` carries the fact
+`held_fact("x")`).
 """
 
 from __future__ import annotations
 
 import ast
+from collections import namedtuple
 from collections.abc import Callable, Iterable
 
 from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute
@@ -30,10 +38,15 @@ from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute
 ENUMERATION = "enumeration"
 ARGUMENT = "argument"
 FREQUENCY = "frequency"
+SPECTRUM = "spectrum"
 HELD = "held"
 ANGLE = "angle"
 TABLE = "table"
 Facts = frozenset
+# The fact of a value read from `self.<name>`, and of an angle whose frequencies are `self.<name>`: a held value
+# whose angle reaches a cos/sin is known as frequencies by its name.
+_HELD_NAME = "held:"
+_FREQUENCY_NAME = "frequency:"
 
 # How deep calls are followed: a class, its methods, their helpers and the helpers' helpers.
 DEPTH = 3
@@ -46,6 +59,12 @@ _COMPLEX_EXPONENTIAL_CALLS = frozenset({"exp"})
 _SHAPE_READS = frozenset({"dtype", "device", "shape", "ndim", "size", "dim", "numel", "len"})
 _TENSOR_HOLDERS = frozenset({"Parameter", "Buffer", "Tensor", "FloatTensor", "ParameterList", "ParameterDict"})
 _BUFFER_STORES = frozenset({"register_buffer", "register_parameter"})
+# The methods that convert a tensor and keep its values.
+_CONVERSIONS = frozenset({"float", "double", "to", "unsqueeze", "view", "reshape", "expand", "type_as"})
+# What a value computed from frequencies carries, and an enumeration's bounds pass on to none of its values.
+_VALUE_FACTS = frozenset({FREQUENCY, SPECTRUM, ANGLE, TABLE})
+# The methods that write their argument into the tensor they are called on.
+_FILLS = frozenset({"copy_", "set_"})
 # A store under a computed name (`register_buffer(f"args_{i}", ...)`): any read of an unknown attribute may be it.
 _ANY_ATTRIBUTE = "*"
 
@@ -76,16 +95,68 @@ def _called_name(call: ast.Call) -> str | None:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
-def _is_angle_product(operands: list[Facts]) -> bool:
+def held_fact(name: str) -> str:
+    """The fact carried by a value read from `self.<name>`."""
+    return _HELD_NAME + name
+
+
+def holds_frequencies(facts: Facts) -> bool:
+    """Whether a value is frequencies or angles, and not their cos/sin: a power or an exponential of an
+    enumeration (`SPECTRUM`), or a product of positions with one."""
+    return SPECTRUM in facts and TABLE not in facts
+
+
+def holds_table(facts: Facts) -> bool:
+    """Whether a value is the cos/sin or complex exponential of an angle."""
+    return TABLE in facts
+
+
+def _angle_frequencies(operands: list[Facts]) -> list[int] | None:
     """Positions times frequencies: an argument or an enumeration by a computed frequency, or an enumeration by a
-    frequency the module holds."""
+    frequency the module holds. The indices of the operands that act as frequencies, or None when the product is no
+    angle."""
+    found: list[int] = []
     for index, positions in enumerate(operands):
-        for frequencies in operands[:index] + operands[index + 1 :]:
-            if ENUMERATION in positions and (FREQUENCY in frequencies or HELD in frequencies):
-                return True
-            if ARGUMENT in positions and FREQUENCY in frequencies:
-                return True
-    return False
+        for other, frequencies in enumerate(operands):
+            if other == index:
+                continue
+            enumerated = ENUMERATION in positions and (FREQUENCY in frequencies or HELD in frequencies)
+            if enumerated or (ARGUMENT in positions and FREQUENCY in frequencies):
+                found.append(other)
+    return found or None
+
+
+def _outer_frequencies(product: ast.BinOp) -> Facts:
+    """`x[:, None] * self.w[None, :]`, `(2 * pi * t[:, None]) @ self.w[None, :]`: an outer product, by
+    broadcasting, of a held vector with a value that gains an axis of its own. Its cos/sin are Fourier features,
+    whose frequencies are the held vector whatever the other value is; the product is no angle for the probe,
+    which needs positions, but names the vector as frequencies."""
+    for held, other in ((product.left, product.right), (product.right, product.left)):
+        name = _held_name(held)
+        if name and _new_axis(held) and any(_new_axis(node) for node in ast.walk(other)):
+            return Facts({_FREQUENCY_NAME + name})
+    return Facts()
+
+
+def _new_axis(node: ast.AST) -> bool:
+    """`t[:, None]`, `t[None]`: an index that adds an axis."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return any(isinstance(element, ast.Constant) and element.value is None for element in index)
+
+
+def _held_name(node: ast.expr) -> str | None:
+    """The attribute that an operand reads as it is, indexed or converted: `self.bands`, `self.bands[None, :]`,
+    `self.bands.float()`, `self.bands.to(x.device)`."""
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CONVERSIONS:
+            node = node.func.value
+        else:
+            break
+    return node.attr if is_self_attribute(node) else None
 
 
 class RotaryComputation:
@@ -98,10 +169,23 @@ class RotaryComputation:
         self._resolve = resolve
         self._depth = depth
         self._functions: dict[int, tuple[bool, Facts]] = {}
+        # Of the class being read: the facts of what each store keeps (by the store's node) and the held values
+        # multiplied with positions as frequencies.
+        self.stored: dict[int, Facts] = {}
+        self.frequencies: set[str] = set()
 
     def computes_tables(self, cls: ast.ClassDef, scope: object = None) -> bool:
         """Whether a method of `cls` returns or keeps on the module the cos/sin or complex exponential of a product
         of positions with frequencies, computed by itself or by the functions it calls."""
+        return self._run(cls, scope)[0]
+
+    def class_stores(self, cls: ast.ClassDef, scope: object = None) -> ClassStores:
+        """What the methods of `cls` keep on the module (see `ClassStores`)."""
+        self.stored, self.frequencies = {}, set()
+        computes, held = self._run(cls, scope)
+        return ClassStores(held, self.stored, frozenset(self.frequencies), computes)
+
+    def _run(self, cls: ast.ClassDef, scope: object) -> tuple[bool, dict[str, Facts]]:
         methods = {node.name: node for node in cls.body if isinstance(node, FunctionNode)}
         held: dict[str, Facts] = {}
         # Twice, so that a table stored by a method is known to the methods read before it.
@@ -110,7 +194,7 @@ class RotaryComputation:
             for method in methods.values():
                 flow = _Flow(self, scope, held, methods, self._depth, first_is_activation=method.name == "forward")
                 found |= flow.run(method)[0]
-        return found
+        return found, held
 
     def function_facts(self, function: FunctionNode, scope: object, depth: int) -> tuple[bool, Facts]:
         """(whether the function returns a table, the facts of what it returns) for a function outside a class."""
@@ -122,6 +206,16 @@ class RotaryComputation:
 
     def resolve(self, callee: ast.expr, scope: object) -> Resolved:
         return self._resolve(callee, scope)
+
+
+class ClassStores(namedtuple("ClassStores", ("held", "stored", "frequencies", "computes"))):
+    """What a class's methods keep on the module, from `RotaryComputation.class_stores`."""
+
+    __slots__ = ()
+    held: dict[str, Facts]  # by attribute name ("*" for computed names): the facts of everything stored there
+    stored: dict[int, Facts]  # by `id` of the store (the assignment, or the `register_buffer`/`setattr` call)
+    frequencies: frozenset[str]  # the attributes read as the frequencies of an angle (`outer(t, self.bands)`)
+    computes: bool  # whether the class computes tables (`RotaryComputation.computes_tables`)
 
 
 class _Flow:
@@ -177,6 +271,8 @@ class _Flow:
             facts = self.facts(node.value)
             for target in node.targets:
                 self._bind(target, facts)
+                if is_self_attribute(target):
+                    self._stored(node, facts)
         elif isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None:
             facts = self.facts(node.value)
             if isinstance(node, ast.AugAssign):
@@ -215,6 +311,19 @@ class _Flow:
         self.held[name] = self.held.get(name, Facts()) | facts
         self.computes |= TABLE in facts
 
+    def _stored(self, store: ast.AST, facts: Facts) -> None:
+        stored = self.computation.stored
+        stored[id(store)] = stored.get(id(store), Facts()) | facts
+
+    def _angle(self, operands: list[Facts], nodes: list[ast.expr]) -> Facts:
+        """The facts a product of the operands (`nodes`, their expressions) adds: `ANGLE`, and the names of the
+        held values that act as its frequencies as they are read; none when the product is no angle."""
+        frequencies = _angle_frequencies(operands)
+        if frequencies is None:
+            return Facts()
+        held = [_held_name(nodes[index]) for index in frequencies if index < len(nodes)]
+        return Facts({ANGLE, *(_FREQUENCY_NAME + name for name in held if name)})
+
     def facts(self, node: ast.expr) -> Facts:
         """The facts of an expression's value, noting a table computed on the way."""
         if isinstance(node, ast.Name):
@@ -222,16 +331,17 @@ class _Flow:
         if isinstance(node, ast.Attribute) and node.attr in _SHAPE_READS:
             return Facts()
         if is_self_attribute(node):
-            return Facts({HELD}) | self.held.get(node.attr, self.held.get(_ANY_ATTRIBUTE, Facts()))
+            held = self.held.get(node.attr, self.held.get(_ANY_ATTRIBUTE, Facts()))
+            return Facts({HELD, held_fact(node.attr)}) | held
         if isinstance(node, ast.Call):
             return self._call(node)
         if isinstance(node, ast.BinOp):
             left, right = self.facts(node.left), self.facts(node.right)
             facts = left | right
             if isinstance(node.op, ast.Pow):
-                facts |= {FREQUENCY}
-            if isinstance(node.op, ast.Mult | ast.MatMult) and _is_angle_product([left, right]):
-                facts |= {ANGLE}
+                facts |= {FREQUENCY, SPECTRUM} if ENUMERATION in right else {FREQUENCY}
+            if isinstance(node.op, ast.Mult | ast.MatMult):
+                facts |= self._angle([left, right], [node.left, node.right]) or _outer_frequencies(node)
             return facts
         if isinstance(node, ast.Lambda):
             return Facts()
@@ -258,20 +368,35 @@ class _Flow:
             # `tables.append(t)`, `table.copy_(t)`: a local's method may keep what it is given (a module such as
             # `torch` is no local).
             self._bind(owner, Facts().union(*arguments))
+        elif is_self_attribute(owner) and name in _FILLS and arguments:
+            self._hold(owner.attr, Facts().union(*arguments))  # `self.table.copy_(t)` fills a held table
         if name in _ENUMERATION_CALLS:
+            # Its bounds are sizes, whatever computed them: `arange(size ** 2)` enumerates positions.
+            facts = Facts(fact for fact in facts if fact not in _VALUE_FACTS and not fact.startswith(_FREQUENCY_NAME))
             facts |= {ENUMERATION}
         if name in _FREQUENCY_CALLS:
             facts |= {FREQUENCY}
-        if name in _PRODUCT_CALLS and _is_angle_product([receiver, *arguments] if receiver else arguments):
-            facts |= {ANGLE}
-        if ANGLE in facts and (name in _TRIGONOMETRIC_CALLS or (name in _COMPLEX_EXPONENTIAL_CALLS and _complex(call))):
-            facts |= {TABLE}
+            if name == "logspace" or (name != "linspace" and any(ENUMERATION in f for f in [receiver, *arguments])):
+                facts |= {SPECTRUM}
+        if name in _PRODUCT_CALLS:
+            values = [*call.args, *(keyword.value for keyword in call.keywords)]
+            if receiver and isinstance(call.func, ast.Attribute):
+                facts |= self._angle([receiver, *arguments], [call.func.value, *values])
+            else:
+                facts |= self._angle(arguments, values)
+        if name in _TRIGONOMETRIC_CALLS or (name in _COMPLEX_EXPONENTIAL_CALLS and _complex(call)):
+            facts |= {TABLE} if ANGLE in facts else Facts()
+            self.computation.frequencies.update(
+                fact[len(_FREQUENCY_NAME) :] for fact in facts if fact.startswith(_FREQUENCY_NAME)
+            )
         if name in _BUFFER_STORES and is_self_attribute(call.func) and len(call.args) > 1:
             stored = call.args[0]
             key = stored.value if isinstance(stored, ast.Constant) and isinstance(stored.value, str) else _ANY_ATTRIBUTE
             self._hold(key, arguments[1])
+            self._stored(call, arguments[1])
         elif name == "setattr" and len(call.args) == 3 and isinstance(call.args[0], ast.Name):
             self._hold(_ANY_ATTRIBUTE, arguments[2])
+            self._stored(call, arguments[2])
         return facts | self._callee(call, name)
 
     def _callee(self, call: ast.Call, name: str | None) -> Facts:

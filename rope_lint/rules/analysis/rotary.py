@@ -5,6 +5,11 @@ Whether a class is rotary is decided here alone (`is_rotary_class`), from facts 
 own way: the rules from `ast`, the codemods from LibCST, the probe from the imported class. A class is rotary when
 its name says so, when it stores a table, or when a base is rotary. Its tables are `inv_freq` (and
 `original_inv_freq`, `long_inv_freq`, ...) and cos/sin caches.
+
+Whether a store holds a table is decided here alone too (`table_stores`): its name says so (the names above, which
+the rope codemod rewrites, or a name holding `freq` or a `cos`/`sin` word), or its value is computed as one (see
+`computation.is_table_value`: frequencies, an angle, or its cos/sin), or the class multiplies it with positions as
+frequencies. The same data flow finds the classes that compute tables for the probe.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import re
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
 
+from rope_lint.rules.analysis import computation
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 
 # Names are told by the words they hold, with `in`: compiling a pattern costs more than checking a small file.
@@ -36,13 +42,29 @@ TABLE_NEEDLES = (
     "sin_table",
 )
 TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
+# Where a tensor is kept on a module under any name, and the words of the math that computes a table: a class
+# holding both may store a table under a name of its own (`angles`, `freqs_base_t`), and a function holding the
+# math may compute one for it.
+STORE_NEEDLES = ("register_buffer", "register_parameter", "Parameter(", "Buffer(", "setattr(")
+COMPUTATION_NEEDLES = ("arange", "linspace", "exp(", "cos(", "sin(", "outer(", "einsum(", "polar(")
+STORE_TRIGGERS = tuple(needle.encode() for needle in (*TABLE_NEEDLES, *STORE_NEEDLES, *COMPUTATION_NEEDLES))
+# A name that holds one of these words says it is frequencies or a cos/sin table, even where the rope codemod does
+# not rewrite it.
+_TABLE_WORDS = re.compile(r"(?:^|_)(?:freqs?|frequenc(?:y|ies))$|(?:^|_)(?:cos|sin|cis)(?:$|_|\d)", re.IGNORECASE)
 # The function through which the rope codemod's rewrite reads a table at run time: `_rope_table_on_device(self,
 # "inv_freq", x.device)` reads `self.inv_freq` (its copy on the input's device).
 TABLE_ON_DEVICE = "_rope_table_on_device"
 
 
-class TableStore(namedtuple("TableStore", ("node", "name", "value", "as_buffer", "persistent"))):
-    """One place a table is stored: `register_buffer(...)`, `x = nn.Buffer(...)`, `setattr(...)` or `self.x = ...`."""
+class TableStore(
+    namedtuple(
+        "TableStore",
+        ("node", "name", "value", "as_buffer", "persistent", "parameter", "trained", "rewritten"),
+        defaults=(False, False, True),
+    )
+):
+    """One place a table is stored: `register_buffer(...)`, `x = nn.Buffer(...)`, `x = nn.Parameter(...)`,
+    `setattr(...)` or `self.x = ...`."""
 
     __slots__ = ()
     node: ast.expr | ast.stmt  # the call, or the assignment
@@ -50,10 +72,20 @@ class TableStore(namedtuple("TableStore", ("node", "name", "value", "as_buffer",
     value: ast.expr
     as_buffer: bool
     persistent: bool
+    parameter: bool  # default False: an `nn.Parameter`, which `module.to(dtype)` casts as it casts a buffer
+    trained: bool  # default False: a parameter that is not frozen (`requires_grad=False`)
+    rewritten: bool  # default True: whether the rope codemod rewrites it (`is_table_name`)
 
 
 def is_table_name(name: str) -> bool:
+    """Whether a name is one of the tables that the rope codemod rewrites."""
     return any(needle in name for needle in TABLE_NEEDLES)
+
+
+def names_table(name: str) -> bool:
+    """Whether a name says it is a table: one the rope codemod rewrites, or frequencies (a name ending in `freqs`,
+    `pos_frequencies`; not `freq_embed`) or a cos/sin table (`freqs_cos`, `rope_sin`, `freqs_cis`)."""
+    return is_table_name(name) or _TABLE_WORDS.search(name) is not None
 
 
 def is_rotary_class_name(name: str) -> bool:
@@ -124,6 +156,15 @@ def may_be_rotary(class_text: bytes) -> bool:
     header = class_text[: class_text.find(b"\n")]
     named = any(word in header for word in ROTARY_NAME_TRIGGERS)
     return named or any(needle in class_text for needle in TABLE_TRIGGERS)
+
+
+def may_hold_table(class_text: bytes) -> bool:
+    """Whether a class, from its `class` keyword on, can store a table: it can be rotary (`may_be_rotary`), or it
+    keeps a tensor on itself and holds table math (a table under a name of its own)."""
+    return may_be_rotary(class_text) or (
+        any(needle.encode() in class_text for needle in STORE_NEEDLES)
+        and any(needle.encode() in class_text for needle in COMPUTATION_NEEDLES)
+    )
 
 
 def rotary_classes(ctx: FileContext) -> list[ast.ClassDef]:
@@ -360,12 +401,98 @@ def movable_rotary_classes(classes: list[ast.ClassDef]) -> set[str]:
 
 
 def table_stores(ctx: FileContext) -> list[TableStore]:
-    """Every store of a table in the file."""
+    """Every store of a table in the file: by the names the rope codemod rewrites (`rewritten`), then, in the
+    file's top-level classes, every other store of a buffer, a parameter or an attribute that holds a table by its
+    name (`names_table`, buffers and parameters only), by its computation (frequencies or angles, and in a rotary
+    class their cos/sin too, following local names, the class's methods and the file's functions), or by its use:
+    the class reads it as the frequencies of an angle whose cos/sin it takes."""
     return ctx.derived(_table_stores)
 
 
 def _table_stores(ctx: FileContext) -> list[TableStore]:
-    return [store for statement in ctx.statements_with(TABLE_NEEDLES) for store in _table_stores_under(ctx, statement)]
+    named = [store for statement in ctx.statements_with(TABLE_NEEDLES) for store in _table_stores_under(ctx, statement)]
+    known = {id(store.node) for store in named}
+    classes = [statement for statement in ctx.statements_with(STORE_NEEDLES) if isinstance(statement, ast.ClassDef)]
+    computed = [store for cls in classes for store in _computed_stores(ctx, cls) if id(store.node) not in known]
+    return sorted([*named, *computed], key=lambda store: (store.node.lineno, store.node.col_offset))
+
+
+def _computed_stores(ctx: FileContext, cls: ast.ClassDef) -> Iterator[TableStore]:
+    """The class's stores of buffers and parameters that hold a table, and of plain attributes that hold one cast
+    to a low precision (RPL201's concern; RPL202 leaves plain attributes alone)."""
+    candidates = [
+        store
+        for store in _stores_under(ctx, cls)
+        if store.as_buffer or store.parameter or is_low_precision_cast(ctx, store.value)
+    ]
+    # Frequencies count in a class that computes tables from them (not the decays of a linear attention), and a
+    # cos/sin table in a rotary class only: a sinusoidal table of absolute positions holds values in [-1, 1], which
+    # bf16 rounds as it rounds any activation, while its angles stay exact.
+    rotary = cls in rotary_classes(ctx) or is_rotary_class_name(cls.name)
+    text = ctx.lines[cls.lineno - 1 : cls.end_lineno]
+    if not rotary and not any(needle in line for line in text for needle in COMPUTATION_NEEDLES):
+        # No table math in the class: only a name can say it holds a table.
+        for store in candidates:
+            if (store.as_buffer or store.parameter) and not store.name.startswith("*") and names_table(store.name):
+                yield store._replace(rewritten=False)
+        return
+    if not candidates:
+        return
+    found = ctx.derived(_same_file_computation).class_stores(cls)
+
+    def table(facts: frozenset[str]) -> bool:
+        frequencies = (rotary or found.computes) and computation.holds_frequencies(facts)
+        return frequencies or (rotary and computation.holds_table(facts))
+
+    # `self.weight = self.W`: an alias of frequencies holds them too.
+    frequencies = set(found.frequencies) | {
+        node.value.attr
+        for node in ast.walk(cls)
+        if isinstance(node, ast.Assign)
+        and is_self_attribute(node.value)
+        and any(is_self_attribute(target) and target.attr in found.frequencies for target in node.targets)
+    }
+    for store in candidates:
+        literal = not store.name.startswith("*")
+        held = found.held.get(store.name, frozenset()) if literal else frozenset()
+        by_value = table(found.stored.get(id(store.node), frozenset()))
+        by_use = literal and (table(held) or store.name in frequencies)
+        by_name = (store.as_buffer or store.parameter) and literal and names_table(store.name)
+        if by_value or by_use or by_name:
+            yield store._replace(name=store.name.lstrip("*"), rewritten=False)
+
+
+def _same_file_computation(ctx: FileContext) -> computation.RotaryComputation:
+    return computation.RotaryComputation(computation.same_file_resolver(ctx.tree))
+
+
+def _stores_under(ctx: FileContext, cls: ast.ClassDef) -> Iterator[TableStore]:
+    """Every store of a tensor on the module in the class, whatever its name; a computed name (`f"args_{i}"`) is
+    its literal tail behind a `*`."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("register_buffer", "register_parameter") and len(node.args) > 0:
+                value = node.args[1] if len(node.args) > 1 else _keyword(node, "tensor") or _keyword(node, "param")
+                if value is None:
+                    continue
+                name = _store_name(node.args[0])
+                if node.func.attr == "register_buffer":
+                    yield TableStore(node, name, value, True, _persistent(node, position=2))
+                else:
+                    yield _parameter(ctx, node, name, value) or TableStore(node, name, value, False, False, True, True)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            if len(node.args) == 3:
+                yield _store(ctx, node, _store_name(node.args[1]), node.args[2])
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and is_self_attribute(node.targets[0]):
+            yield _store(ctx, node, node.targets[0].attr, node.value)
+
+
+def _store_name(node: ast.expr) -> str:
+    """A literal name, or `*` and the literal tail of a computed one (its source when it has none)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    tail = _literal_name(node) if isinstance(node, ast.JoinedStr) else None
+    return "*" + (tail or ast.unparse(node))
 
 
 def _table_stores_under(ctx: FileContext, scope: ast.AST) -> Iterator[TableStore]:
@@ -409,12 +536,28 @@ def _looks_like_dtype(ctx: FileContext, node: ast.expr) -> bool:
 
 
 def _store(ctx: FileContext, node: ast.AST, name: str, value: ast.expr) -> TableStore:
-    """A `setattr` or an assignment: a buffer when the value is `nn.Buffer(...)`, a plain attribute otherwise."""
+    """A `setattr` or an assignment: a buffer when the value is `nn.Buffer(...)`, a parameter when it is
+    `nn.Parameter(...)`, a plain attribute otherwise."""
     if isinstance(value, ast.Call) and ctx.qualified_name(value.func) in ("torch.nn.Buffer", "torch.nn.modules.Buffer"):
         inner = value.args[0] if value.args else _keyword(value, "data")
         if inner is not None:
             return TableStore(node, name, inner, True, _persistent(value, position=None))
-    return TableStore(node, name, value, False, False)
+    return _parameter(ctx, node, name, value) or TableStore(node, name, value, False, False)
+
+
+def _parameter(ctx: FileContext, node: ast.AST, name: str, value: ast.expr) -> TableStore | None:
+    """`nn.Parameter(t)` (trained) or `nn.Parameter(t, requires_grad=False)` (frozen) as a store; None otherwise."""
+    if not (isinstance(value, ast.Call) and ctx.qualified_name(value.func) in _PARAMETER_CLASSES):
+        return None
+    inner = value.args[0] if value.args else _keyword(value, "data")
+    if inner is None:
+        return None
+    flag = _keyword(value, "requires_grad") or (value.args[1] if len(value.args) > 1 else None)
+    trained = not (isinstance(flag, ast.Constant) and flag.value is False)
+    return TableStore(node, name, inner, False, False, True, trained)
+
+
+_PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
 def _persistent(call: ast.Call, position: int | None) -> bool:
@@ -438,3 +581,244 @@ def _literal_name(node: ast.expr) -> str | None:
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
+
+
+def guarded(ctx: FileContext, store: TableStore) -> bool:
+    """Whether the class of a stored table keeps its values exact whatever `module.to(dtype)` does: nothing reads
+    the values it stores (`values_unread`), or an `_apply` override stores it anew after the cast
+    (`rebuilt_by_apply`)."""
+    cls = ctx.enclosing_class(store.node)
+    if cls is None or not _literal_store(store):
+        return False
+    return rebuilt_by_apply(cls, store.name) or values_unread(ctx, store.name, store.node)
+
+
+def _literal_store(store: TableStore) -> bool:
+    """A store whose name is written out (not `f"{prefix}inv_freq"`), so that every read of it can be found."""
+    node = store.node
+    if isinstance(node, ast.Call):
+        named = node.args[1] if isinstance(node.func, ast.Name) else node.args[0]
+        return isinstance(named, ast.Constant)
+    return True
+
+
+# What reads a tensor's metadata and not its values.
+_METADATA = frozenset({"dtype", "device", "shape", "ndim", "size", "dim", "numel", "is_floating_point"})
+
+
+def values_unread(ctx: FileContext, name: str, store: ast.AST) -> bool:
+    """Whether the file's code uses `self.<name>` and yet never reads the values that `store` keeps there: every
+    read takes its metadata only (`self.inv_freq.dtype`, `.device`), or follows, in the same method, a statement of
+    that method's own body, other than `store`, that stores it anew (a forward that recomputes `self.inv_freq`
+    before using it). A name that occurs in the file's text where the parsed code does not show it (a comment, code
+    left unparsed) counts as a read, and so does a name that nothing in the file reads: code elsewhere may."""
+    occurrences = len(re.findall(rf"\b{re.escape(name)}\b", ctx.source))
+    shown = guarded_reads = 0
+    for node in ctx.derived(_nodes_by_name).get(name, ()):
+        if isinstance(node, ast.Constant) and node.value == name:
+            shown += 1
+            parent = ctx.parent(node)
+            if not (isinstance(parent, ast.Call) and _stores_name(parent, name)):
+                return False  # `getattr(self, "inv_freq")`, or a name kept for later
+        elif isinstance(node, ast.Attribute) and node.attr == name:
+            shown += 1
+            if isinstance(node.ctx, ast.Load):
+                if not (_metadata_read(ctx, node) or _read_after_store(ctx, node, store)):
+                    return False
+                guarded_reads += 1
+        else:
+            shown += 1  # a local of the same name, a parameter or a keyword argument
+    return guarded_reads > 0 and shown == occurrences
+
+
+def _nodes_by_name(ctx: FileContext) -> dict[str, list[ast.AST]]:
+    """The file's nodes that spell a name, by the name: attributes, string constants, names, parameters and keyword
+    arguments, in `ast.walk` order."""
+    found: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Attribute):
+            spelled = node.attr
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            spelled = node.value
+        elif isinstance(node, ast.Name):
+            spelled = node.id
+        elif isinstance(node, ast.arg | ast.keyword) and node.arg:
+            spelled = node.arg
+        else:
+            continue
+        found.setdefault(spelled, []).append(node)
+    return found
+
+
+def _stores_name(call: ast.Call, name: str) -> bool:
+    """`register_buffer("<name>", ...)`, `setattr(self, "<name>", ...)`: the call stores the name."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ("register_buffer", "register_parameter"):
+        return bool(call.args) and isinstance(call.args[0], ast.Constant) and call.args[0].value == name
+    if isinstance(func, ast.Name) and func.id == "setattr":
+        return len(call.args) == 3 and isinstance(call.args[1], ast.Constant) and call.args[1].value == name
+    return False
+
+
+def _metadata_read(ctx: FileContext, node: ast.Attribute) -> bool:
+    parent = ctx.parent(node)
+    return isinstance(parent, ast.Attribute) and parent.attr in _METADATA
+
+
+def _read_after_store(ctx: FileContext, node: ast.Attribute, store: ast.AST) -> bool:
+    """Whether `self.<name>` is read after a statement of its method's own body (not a branch), other than
+    `store`, stores it anew."""
+    if not is_self_attribute(node):
+        return False
+    method = next(ctx.enclosing_functions(node), None)
+    if method is None:
+        return False
+    statement = _body_statement(ctx, method, node)
+    for earlier in method.body:
+        if earlier is statement:
+            return False
+        if _stores_attribute(earlier, node.attr) and store not in (earlier, getattr(earlier, "value", None)):
+            return True
+    return False
+
+
+def _body_statement(ctx: FileContext, method: FunctionNode, node: ast.AST) -> ast.AST | None:
+    """The statement of `method.body` that holds `node`."""
+    current: ast.AST | None = node
+    while current is not None and ctx.parent(current) is not method:
+        current = ctx.parent(current)
+    return current
+
+
+def _stores_attribute(statement: ast.stmt, name: str) -> bool:
+    """`self.<name> = ...`, `register_buffer("<name>", ...)` or `setattr(self, "<name>", ...)` as a statement."""
+    if isinstance(statement, ast.Assign):
+        return any(is_self_attribute(target) and target.attr == name for target in statement.targets)
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
+        and _stores_name(statement.value, name)
+    )
+
+
+def rebuilt_by_apply(cls: ast.ClassDef, name: str) -> bool:
+    """Whether the class overrides `_apply` (through which `module.to()`, `.half()` and `from_pretrained` cast every
+    buffer and parameter) and, after calling the parent's, stores `self.<name>` anew, itself or through a method of
+    the class, from values that the cast did not round: the statements that compute it read no buffer or parameter
+    of the class but for its metadata, and call neither the function `_apply` applies nor a low-precision cast."""
+    by_name = {method.name: method for method in methods(cls)}
+    apply = by_name.get("_apply")
+    if apply is None:
+        return False
+    rounded = {store.name for store in _stores_under_class(cls) if store.as_buffer or store.parameter}
+    applied = apply.args.args[1].arg if len(apply.args.args) > 1 else None
+    body = apply.body
+    parent_call = next((index for index, statement in enumerate(body) if _calls_parent_apply(statement)), -1)
+    after = body[parent_call + 1 :]
+    helpers = [
+        by_name[call.func.attr]
+        for statement in after
+        for call in ast.walk(statement)
+        if isinstance(call, ast.Call) and is_self_attribute(call.func) and call.func.attr in by_name
+    ]
+    stores = any(_stores_attribute(statement, name) for statement in after) or any(
+        _stores_attribute(statement, name) for helper in helpers for statement in helper.body
+    )
+    computing = [*after, *(statement for helper in helpers for statement in helper.body)]
+    return stores and _reads_nothing_rounded(computing, rounded, applied)
+
+
+def _stores_under_class(cls: ast.ClassDef) -> Iterator[TableStore]:
+    """The buffers and parameters the class registers by a literal name (`register_buffer`, `nn.Parameter`)."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr in ("register_buffer", "register_parameter") and isinstance(node.args[0], ast.Constant):
+                yield TableStore(node, str(node.args[0].value), node, True, True)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and is_self_attribute(node.targets[0]):
+            value = node.value
+            callee = value.func if isinstance(value, ast.Call) else None
+            held = (
+                callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else ""
+            )
+            if held in ("Parameter", "Buffer"):
+                yield TableStore(node, node.targets[0].attr, value, held == "Buffer", False, held == "Parameter")
+
+
+def _calls_parent_apply(statement: ast.stmt) -> bool:
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == "_apply" and isinstance(node.value, ast.Call)
+        for node in ast.walk(statement)
+    )
+
+
+def _called(call: ast.Call) -> str | None:
+    """`fn(...)` -> "fn", `t.half()` -> "half"."""
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _reads_nothing_rounded(statements: list[ast.stmt], rounded: set[str], applied: str | None) -> bool:
+    """Whether the statements read `self.<x>` for each `x` in `rounded` for its metadata only, and call neither
+    `applied` nor a low-precision cast."""
+    nodes = [node for statement in statements for node in ast.walk(statement)]
+    metadata = {id(node.value) for node in nodes if isinstance(node, ast.Attribute) and node.attr in _METADATA}
+    for node in nodes:
+        if isinstance(node, ast.Call) and _called(node) in (applied, *LOW_PRECISION_CAST_METHODS):
+            return False
+        reads = is_self_attribute(node) and isinstance(node.ctx, ast.Load) and node.attr in rounded
+        if reads and id(node) not in metadata:
+            return False
+    return True
+
+
+def feeds_only_unread_tables(ctx: FileContext, node: ast.AST) -> bool:
+    """Whether the value of `node`, an expression in a method of a class, goes only into tables whose stored values
+    nothing reads (`values_unread`): it is part of such a store, or of an assignment to local names that are read
+    only by such stores, directly or through other such assignments. A rule that flags how a table is computed
+    (RPL203, RPL103) has nothing to flag there: the table is only a dtype and a device, or is recomputed before use."""
+    method = next(ctx.enclosing_functions(node), None)
+    cls = ctx.enclosing_class(node)
+    if method is None or cls is None:
+        return False
+    statement = _enclosing_statement(ctx, node)
+    return statement is not None and _flows_only_into_unread(ctx, method, statement, set())
+
+
+def _enclosing_statement(ctx: FileContext, node: ast.AST) -> ast.stmt | None:
+    current: ast.AST | None = node
+    while current is not None and not isinstance(current, ast.stmt):
+        current = ctx.parent(current)
+    return current
+
+
+def _flows_only_into_unread(ctx: FileContext, method: FunctionNode, statement: ast.stmt, seen: set[int]) -> bool:
+    if id(statement) in seen:
+        return True
+    seen.add(id(statement))
+    stored = _stored_table_name(statement)
+    if stored is not None:
+        return values_unread(ctx, stored, statement.value if isinstance(statement, ast.Expr) else statement)
+    if not (isinstance(statement, ast.Assign) and all(isinstance(target, ast.Name) for target in statement.targets)):
+        return False
+    names = {target.id for target in statement.targets if isinstance(target, ast.Name)}
+    uses = [
+        use
+        for use in ast.walk(method)
+        if isinstance(use, ast.Name) and use.id in names and isinstance(use.ctx, ast.Load)
+    ]
+    readers = [_enclosing_statement(ctx, use) for use in uses]
+    return bool(readers) and all(
+        reader is not None and _flows_only_into_unread(ctx, method, reader, seen) for reader in readers
+    )
+
+
+def _stored_table_name(statement: ast.stmt) -> str | None:
+    """The literal name that a statement stores on `self`: `self.<name> = ...` or `register_buffer("<name>", ...)`."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and is_self_attribute(statement.targets[0]):
+        return statement.targets[0].attr
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "register_buffer":
+        named = call.args[0] if call.args else None
+        if isinstance(named, ast.Constant) and isinstance(named.value, str):
+            return named.value
+    return None

@@ -1,0 +1,162 @@
+"""Which stores hold rotary tables, and which of those the class guards (issue 20): the shared answers of
+`rotary.table_stores`, `rotary.guarded` and `rotary.feeds_only_unread_tables`, beyond RPL202's own examples."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis.context import FileContext
+
+TRIGGERS = tuple(trigger.decode() for trigger in rotary.STORE_TRIGGERS)
+
+
+def context(source: str) -> FileContext:
+    source = textwrap.dedent(source)
+    return FileContext("module.py", source, ast.parse(source), TRIGGERS)
+
+
+def enumerations(ctx: FileContext) -> list[ast.Call]:
+    """The `torch.arange` calls of `__init__`, in order."""
+    return [
+        node
+        for node in ast.walk(ctx.tree)
+        if isinstance(node, ast.Call)
+        and ctx.qualified_name(node.func) == "torch.arange"
+        and next(ctx.enclosing_functions(node)).name == "__init__"
+    ]
+
+
+RECOMPUTED_IN_FORWARD = """
+    import torch
+
+    class ScaledRotary(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+            self.register_buffer("inv_freq", tensor=inv_freq, persistent=False)
+
+        def forward(self, x, positions, factors):
+            shape = torch.arange(0, x.shape[-1], 2, device=x.device).float() / x.shape[-1]
+            self.inv_freq = 1.0 / (factors * 10000**shape)
+            return torch.outer(positions.float(), self.inv_freq).cos()
+    """
+
+METADATA_ONLY = """
+    import torch
+
+    class RotaryEmbedding(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2) / dim))
+            self.register_buffer("inv_freq", inv_freq)
+            self.dim = dim
+
+        def forward(self, n):
+            return table(n, self.dim, dtype=self.inv_freq.dtype, device=self.inv_freq.device)
+    """
+
+LIVE = """
+    import torch
+
+    class RotaryEmbedding(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2) / dim))
+            self.register_buffer("inv_freq", inv_freq)
+
+        def forward(self, x, positions):
+            return torch.outer(positions.float(), self.inv_freq).cos()
+    """
+
+
+@pytest.mark.parametrize(
+    ("source", "guarded"),
+    [
+        pytest.param(RECOMPUTED_IN_FORWARD, True, id="forward-recomputes-before-use"),
+        pytest.param(METADATA_ONLY, True, id="only-dtype-and-device-read"),
+        pytest.param(LIVE, False, id="values-read"),
+    ],
+)
+def test_a_buffer_whose_values_nothing_reads_is_guarded(source: str, guarded: bool) -> None:
+    ctx = context(source)
+    [store] = [store for store in rotary.table_stores(ctx) if store.as_buffer]
+    assert rotary.guarded(ctx, store) is guarded
+    # The enumeration that computes the dead value feeds only the unread table: RPL203 and RPL103 can ask the same.
+    assert rotary.feeds_only_unread_tables(ctx, enumerations(ctx)[0]) is guarded
+
+
+def test_a_read_elsewhere_in_the_text_keeps_the_buffer_live() -> None:
+    """A name the parsed code does not account for (here a `getattr` by string) counts as a read."""
+    ctx = context(METADATA_ONLY.replace("return table(", 'getattr(self, "inv_freq")\n            return table('))
+    [store] = rotary.table_stores(ctx)
+    assert not rotary.guarded(ctx, store)
+
+
+def test_an_apply_rebuild_from_a_cast_buffer_is_no_guard() -> None:
+    """`_apply` rebuilds the cos/sin cache after the cast, but from `inv_freq`, which the cast rounded."""
+    ctx = context(
+        """
+        import torch
+
+        class RotaryEmbedding(torch.nn.Module):
+            def __init__(self, dim, n):
+                super().__init__()
+                self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))
+                self._build(n)
+
+            def _build(self, n):
+                freqs = torch.outer(torch.arange(n).float(), self.inv_freq)
+                self.register_buffer("cos_cached", freqs.cos(), persistent=False)
+
+            def _apply(self, fn, recurse=True):
+                super()._apply(fn, recurse)
+                self._build(self.cos_cached.shape[0])
+                return self
+
+            def forward(self, x):
+                return self.cos_cached.to(x.dtype)
+        """
+    )
+    stores = {store.name: store for store in rotary.table_stores(ctx) if store.as_buffer}
+    assert not rotary.guarded(ctx, stores["cos_cached"])
+
+
+@pytest.mark.parametrize(
+    ("name", "says_table"),
+    [
+        ("inv_freq", True),
+        ("freqs", True),
+        ("pos_frequencies", True),
+        ("freqs_cos", True),
+        ("rope_sin", True),
+        ("freqs_cis", True),
+        ("freq_embed", False),
+        ("cosine_schedule", False),
+        ("position_ids", False),
+    ],
+)
+def test_names_that_say_table(name: str, says_table: bool) -> None:
+    assert rotary.names_table(name) is says_table
+
+
+def test_tables_the_codemod_does_not_know_come_without_its_rewrite() -> None:
+    ctx = context(
+        """
+        import torch
+
+        class Positions(torch.nn.Module):
+            def __init__(self, dim, n):
+                super().__init__()
+                freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", freqs, persistent=False)
+                self.register_buffer("angles", torch.outer(torch.arange(n).float(), freqs), persistent=False)
+
+            def forward(self, pos):
+                return self.angles[pos].cos()
+        """
+    )
+    assert {store.name: store.rewritten for store in rotary.table_stores(ctx)} == {"inv_freq": True, "angles": False}
