@@ -62,4 +62,7 @@ def test_fixed_twin_keeps_only_unfixable_findings(name: str) -> None:
     unfixable = sorted(
         (d.code, hazard_lines[d.start.line - 1]) for d in check_file(HAZARDS / name, settings) if d.fix is None
     )
-    assert sorted((code, fixed_lines[line - 1]) for line, code in found(FIXED / name)) == unfixable
+    # A statement the codemod rewrote around a finding it cannot fix (a table found by its computation, which keeps
+    # its buffer) may be wrapped over lines: it is matched by its code and its first line up to the first parenthesis.
+    left = sorted((code, fixed_lines[line - 1].split("(")[0]) for line, code in found(FIXED / name))
+    assert left == sorted((code, text.split("(")[0]) for code, text in unfixable)

@@ -120,7 +120,12 @@ def test_transformers_newest_release_rpl1_precision_and_recall_from_the_hand_tri
 
 # The README's figures, by class (module docstring): (measured classes with a finding, the hazardous among them,
 # hazardous classes), per release and family. Precision: the second over the first; recall: the second over the third.
-BY_CLASS: dict[tuple[str, str], tuple[int, int, int]] = {}
+BY_CLASS: dict[tuple[str, str], tuple[int, int, int]] = {
+    (OLD, "RPL1"): (29, 29, 34),
+    (OLD, "RPL2"): (30, 30, 34),
+    (NEW, "RPL1"): (245, 244, 253),
+    (NEW, "RPL2"): (254, 251, 253),
+}
 HAZARD_TRIGGERS = ("zero-init-bf16", "to-bf16")
 
 

@@ -54,7 +54,10 @@ def test_the_fix_of_each_shape_regenerates(tmp_path: Path) -> None:
     package = tree(tmp_path)
     before = texts(package)
     result = rope_lint("fix", "--unsafe-fixes", str(package))
-    assert result.returncode == 0, result.stdout + result.stderr
+    # Left without a fix: gamma's `phases`, an angle table that RPL202 tells by its computation (issue 20), under a name
+    # the rope codemod does not rewrite.
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.endswith("Fixed 18 findings, 1 remaining.\n") and "RPL202 `phases` is" in result.stdout
     assert REGENERATION_DIFFERS not in result.stdout
     models = package / "models"
     after = texts(package)

@@ -328,6 +328,8 @@ def _regions(source: bytes, strings: list[int], begin: int, end: int, indent: by
         if not after_decorator:
             starts.append(start)
         after_decorator = source.startswith(b"@", start + len(indent))
+    if not starts:  # no statement at all: a file of comments only, a trigger word among them
+        return []
     return list(zip(starts, [*starts[1:], end], strict=True))
 
 
