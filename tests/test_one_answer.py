@@ -19,6 +19,7 @@ from helpers import REPO, rope_lint
 from libcst.codemod import CodemodContext
 from rope_lint.codemods.rope_autocast import RopeAutocastCommand
 from rope_lint.codemods.rope_tables import RopeTablesCommand, rotary_class_names
+from test_rope_autocast import PRODUCTS as PRODUCT_CALLS
 
 from rope_lint import ruff
 from rope_lint.rules.analysis import autocast, rotary
@@ -152,15 +153,8 @@ class RotaryEmbedding(nn.Module):
         return freqs.cos(), freqs.sin()
 """
 # The products autocast lowers on some device (analysis/autocast.LOWERING); `torch.outer` and `torch.ger` it never
-# lowers (tests/test_rope_autocast.py).
-PRODUCTS = {
-    "torch.matmul": "t.matmul(positions, self.inv_freq)",
-    "torch.einsum": 't.einsum("i,j->ij", positions, self.inv_freq)',
-    "torch.bmm": "t.bmm(positions, self.inv_freq)",
-    "torch.mm": "t.mm(positions, self.inv_freq)",
-    "torch.mv": "t.mv(positions, self.inv_freq)",
-    "torch.tensordot": "t.tensordot(positions, self.inv_freq)",
-}
+# lowers (tests/test_rope_autocast.py, whose calls these are).
+PRODUCTS = {function: call for function, call in PRODUCT_CALLS.items() if function in autocast.PRODUCT_FUNCTIONS}
 
 
 def rpl204(path: Path) -> list[dict]:

@@ -98,8 +98,8 @@ def test_the_rule_and_the_codemod_agree_on_each_product(function: str) -> None:
     rewritten = RopeAutocastCommand(CodemodContext()).transform_module(cst.parse_module(source)).code
     lowered = bool(autocast.lowered_on(function, "i,j->ij"))
     assert [finding.code for finding in found] == (["RPL204"] if lowered else [])
-    # The codemod rewrites where the rule offers its fix: `positions` shows itself a tensor to name a device type
-    # by the functions `rotary.device_source` knows, which `mv` and `tensordot` are not.
+    # The codemod rewrites where the rule offers its fix: where `positions` shows itself a tensor to name a device
+    # type by the functions `rotary.device_source` knows.
     assert (rewritten != source) is any(finding.fix is not None for finding in found)
 
 
