@@ -412,12 +412,15 @@ _DEVICE_FOLLOWING_MODULES = frozenset({"torch", "math", "self"})
 
 
 # Step 5's run-time reads go through this function, defined once in each file that reads through it
-# (`with_table_on_device`). It works on a table kept as a buffer too (a class the codemod left alone, or a file fixed
-# before another): a buffer on the input's device is its own copy there.
+# (`with_table_on_device`); its lines fit 88 characters, ruff's default, since it is inserted unformatted. It works
+# on a table kept as a buffer too (a class the codemod left alone, or a file fixed before another): a buffer on the
+# input's device is its own copy there.
 _TABLE_ON_DEVICE_DEFINITION = f'''def {TABLE_ON_DEVICE}(module, name, device):
-    """The float32 RoPE table `module.<name>`, kept on the CPU where `module.to(dtype)` cannot
-    round it, as a copy on `device`: made on the first call there and reused until the table is
-    replaced, so that a forward copies nothing between devices and CUDA graphs replay one address.
+    """The float32 RoPE table `module.<name>` as a copy on `device`.
+
+    The table stays on the CPU, where `module.to(dtype)` cannot round it. Its copy is
+    made on the first call on a device and kept until the table is replaced, so that a
+    forward copies nothing between devices and CUDA graphs replay one address.
     """
     copies = module.__dict__.setdefault("_rope_tables_on_device", {{}})
     table = getattr(module, name)

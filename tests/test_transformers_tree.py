@@ -225,6 +225,7 @@ from torch import nn
 class LlamaScaler(nn.Module):
     def __init__(self, dim):
         super().__init__()
+        self.dim = dim
         self.scale = self.positions(dim)
 
     def positions(self, seq_len):
@@ -238,6 +239,7 @@ from torch import nn
 class FooScaler(nn.Module):
     def __init__(self, dim):
         super().__init__()
+        self.dim = dim
         self.scale = self.positions(dim)
 
     def positions(self, seq_len):
@@ -393,7 +395,7 @@ def test_a_fix_of_a_generated_file_fixes_the_parent_it_inherits_from(tmp_path: P
     (mistral / "modular_mistral.py").write_text(MODULAR)
     (mistral / "modeling_mistral.py").write_text(BANNER + SOURCE.replace("Llama", "Mistral"))
     check = rope_lint("check", str(mistral / "modeling_mistral.py"))
-    assert "(generated from modular_mistral.py, which inherits LlamaScaler from ../llama/modeling_llama.py:11)" in (
+    assert "(generated from modular_mistral.py, which inherits LlamaScaler from ../llama/modeling_llama.py:12)" in (
         check.stdout
     )
     result = rope_lint("fix", "--statistics", str(mistral / "modeling_mistral.py"))
