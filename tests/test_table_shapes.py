@@ -1,5 +1,5 @@
 """Which stores hold rotary tables, and which of those the class guards (issue 20): the shared answers of
-`rotary.table_stores`, `rotary.guarded` and `rotary.feeds_only_unread_tables`, beyond RPL202's own examples."""
+`rotary.table_stores` and `rotary.guarded`, beyond RPL202's own examples."""
 
 from __future__ import annotations
 
@@ -17,17 +17,6 @@ TRIGGERS = tuple(trigger.decode() for trigger in rotary.STORE_TRIGGERS)
 def context(source: str) -> FileContext:
     source = textwrap.dedent(source)
     return FileContext("module.py", source, ast.parse(source), TRIGGERS)
-
-
-def enumerations(ctx: FileContext) -> list[ast.Call]:
-    """The `torch.arange` calls of `__init__`, in order."""
-    return [
-        node
-        for node in ast.walk(ctx.tree)
-        if isinstance(node, ast.Call)
-        and ctx.qualified_name(node.func) == "torch.arange"
-        and next(ctx.enclosing_functions(node)).name == "__init__"
-    ]
 
 
 RECOMPUTED_IN_FORWARD = """
@@ -85,8 +74,6 @@ def test_a_buffer_whose_values_nothing_reads_is_guarded(source: str, guarded: bo
     ctx = context(source)
     [store] = [store for store in rotary.table_stores(ctx) if store.as_buffer]
     assert rotary.guarded(ctx, store) is guarded
-    # The enumeration that computes the dead value feeds only the unread table: RPL203 and RPL103 can ask the same.
-    assert rotary.feeds_only_unread_tables(ctx, enumerations(ctx)[0]) is guarded
 
 
 def test_a_read_elsewhere_in_the_text_keeps_the_buffer_live() -> None:
