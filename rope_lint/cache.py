@@ -32,8 +32,9 @@ _STALE_SECONDS = 30 * 24 * 3600
 _SIZE_LIMIT = 256 * 1024 * 1024
 # Past this many entries, a cache keeps only the files of the run that writes it.
 _MAX_ENTRIES = 100_000
-# The layout of an entry: a cache file of another layout is never read. 2: fixes hold typed payloads.
-_FORMAT = "2"
+# The layout of an entry: a cache file of another layout is never read. 2: fixes hold typed payloads; 3: the helpers a
+# finding rests on.
+_FORMAT = "3"
 # The fix payloads an entry can hold, by their type's name.
 _PAYLOAD_TYPES = {payload.__name__: payload for rule in ALL_RULES for payload in rule.fix_payloads}
 
@@ -125,17 +126,20 @@ def _entry(diagnostic: Diagnostic) -> list[Any]:
         payload = None if fix.payload is None else [type(fix.payload).__name__, *fix.payload]
         fix = [fix.safety.value, fix.adds_import, payload]
     start, end = diagnostic.start, diagnostic.end
-    return [diagnostic.code, diagnostic.name, diagnostic.message, start.line, start.column, end.line, end.column, fix]
+    return [
+        *(diagnostic.code, diagnostic.name, diagnostic.message, start.line, start.column, end.line, end.column, fix),
+        list(diagnostic.if_called_at_construction),
+    ]
 
 
 def _diagnostic(path: str, entry: list[Any]) -> Diagnostic:
     """The finding an `_entry` holds, at `path`; TypeError or ValueError for anything else (a cache file is input like
     any other: a number such as 1e400, a string for a line, a list of the wrong length)."""
-    if not isinstance(entry, list) or len(entry) != 8:
-        raise ValueError("an entry is a list of 8 fields")
-    code, name, message, start_line, start_column, end_line, end_column, fix = entry
-    if not all(isinstance(text, str) for text in (code, name, message)):
-        raise TypeError("a finding's code, name and message are strings")
+    if not isinstance(entry, list) or len(entry) != 9:
+        raise ValueError("an entry is a list of 9 fields")
+    code, name, message, start_line, start_column, end_line, end_column, fix, helpers = entry
+    if not isinstance(helpers, list) or not all(isinstance(text, str) for text in (code, name, message, *helpers)):
+        raise TypeError("a finding's code, name, message and helpers are strings")
     if fix is not None:
         safety, adds_import, payload = fix
         if adds_import is not None and not isinstance(adds_import, str):
@@ -143,7 +147,7 @@ def _diagnostic(path: str, entry: list[Any]) -> Diagnostic:
         fix = Fix(FixSafety(safety), None if payload is None else _payload(*payload), adds_import)
     start = Position(_offset(start_line), _offset(start_column))
     end = Position(_offset(end_line), _offset(end_column))
-    return Diagnostic(path, code, name, message, start, end, fix)
+    return Diagnostic(path, code, name, message, start, end, fix, tuple(helpers))
 
 
 def _offset(value: object) -> int:

@@ -54,10 +54,10 @@ class Fix(namedtuple("Fix", ("safety", "payload", "adds_import"), defaults=(None
     adds_import: str | None  # default None
 
 
-_DIAGNOSTIC_FIELDS = ("path", "code", "name", "message", "start", "end", "fix")
+_DIAGNOSTIC_FIELDS = ("path", "code", "name", "message", "start", "end", "fix", "if_called_at_construction")
 
 
-class Diagnostic(namedtuple("Diagnostic", _DIAGNOSTIC_FIELDS, defaults=(None,))):
+class Diagnostic(namedtuple("Diagnostic", _DIAGNOSTIC_FIELDS, defaults=(None, ()))):
     __slots__ = ()
     path: str
     code: str
@@ -66,6 +66,10 @@ class Diagnostic(namedtuple("Diagnostic", _DIAGNOSTIC_FIELDS, defaults=(None,)))
     start: Position
     end: Position
     fix: Fix | None  # default None
+    # The public helpers of its file that the file itself runs only after construction: the finding stands only
+    # where another module of the package calls one of them from a constructor, which the engine looks up after
+    # the file's check (`callers`), so that a cached result never depends on another file. Empty once resolved.
+    if_called_at_construction: tuple[str, ...]  # default ()
 
     @property
     def sort_key(self) -> tuple[str, Position, str]:

@@ -18,6 +18,7 @@ from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diag
 from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, read_regular
 from rope_lint.prefilter import candidates
 from rope_lint.rules import matches
+from rope_lint.rules.analysis.callers import PackageCallers
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import Rule
 from rope_lint.suppressions import is_suppressed
@@ -57,6 +58,7 @@ class Settings:
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
         self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding
+        self.callers = PackageCallers()  # what the rest of a package does with a file's public helpers
 
     @classmethod
     def from_config(cls, config: Config, rules: list[Rule], verbose: bool = False) -> Settings:
@@ -75,6 +77,14 @@ def check_source(
 ) -> list[Diagnostic]:
     """Findings for one file's text, suppressions and per-file ignores applied. `occurrences` are of the file's
     bytes as read (`candidates.as_parsed`), where the caller has them."""
+    return settings.callers.standing(_findings(path, source, settings, occurrences), source)
+
+
+def _findings(
+    path: str, source: str, settings: Settings, occurrences: candidates.Occurrences | None = None
+) -> list[Diagnostic]:
+    """`check_source`'s findings, before the package's other modules are asked about the file's public helpers: what
+    the result cache keeps, as it depends on this file alone."""
     if occurrences is None:
         occurrences = candidates.Occurrences.of_text(source, settings.screens, settings.groups)
     triggers = settings.triggers
@@ -139,11 +149,12 @@ def decode(path: FilePath, data: bytes) -> SourceFile | Diagnostic:
 
 def check_file(path: FilePath, settings: Settings) -> list[Diagnostic]:
     data = read_bytes(path)
-    return [data] if isinstance(data, Diagnostic) else _check_bytes(path, data, settings)
+    return [data] if isinstance(data, Diagnostic) else settings.callers.standing(_check_bytes(path, data, settings))
 
 
 def check_file_keyed(path: FilePath, settings: Settings) -> tuple[str | None, list[Diagnostic]]:
-    """The file's findings, and the key they are cached under (None when the file could not be read)."""
+    """The file's findings before the package is asked (`_findings`), and the key they are cached under (None when the
+    file could not be read)."""
     from rope_lint.cache import content_key
 
     data = read_bytes(path)
@@ -177,7 +188,7 @@ def _check_bytes(path: FilePath, data: bytes, settings: Settings) -> list[Diagno
     if isinstance(source, Diagnostic):
         return [source]
     occurrences.encoding = source.encoding
-    return check_source(str(path), source.text, settings, occurrences)
+    return _findings(str(path), source.text, settings, occurrences)
 
 
 def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCache | None = None) -> list[Diagnostic]:
@@ -204,7 +215,7 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
         found[path] = diagnostics
         if key is not None:
             cache.put(key, diagnostics)
-    return [d for path in paths for d in found[path]]
+    return settings.callers.standing([d for path in paths for d in found[path]])
 
 
 def map_files(work: Callable[[FilePath], T], files: list[FilePath]) -> list[T]:

@@ -67,15 +67,17 @@ class ClassRewrite(namedtuple("ClassRewrite", ("codemod", "class_name"))):
     class_name: str | None
 
 
-class Flagged(namedtuple("Flagged", ("rule", "node", "message", "fix", "last"))):
-    """What a rule flagged in a file: the node (through the end of `last`, for a run of statements), why, and the fix.
-    The engine gives it its path and position (`FileContext.diagnostic`)."""
+class Flagged(namedtuple("Flagged", ("rule", "node", "message", "fix", "if_called_at_construction", "last"))):
+    """What a rule flagged in a file: the node (through the end of `last`, for a run of statements), why, the fix,
+    and the public helpers of the file whose callers elsewhere decide whether it stands (`Diagnostic`). The engine
+    gives it its path and position (`FileContext.diagnostic`)."""
 
     __slots__ = ()
     rule: Rule
     node: ast.expr | ast.stmt
     message: str
     fix: Fix | None
+    if_called_at_construction: tuple[str, ...]
     last: ast.expr | ast.stmt | None
 
 
@@ -99,10 +101,13 @@ class Rule:
         node: ast.expr | ast.stmt,
         message: str,
         fix: Fix | None = None,
+        if_called_at_construction: tuple[str, ...] = (),
         last: ast.expr | ast.stmt | None = None,
     ) -> Flagged:
-        """A finding of this rule at `node`, or at the statements from `node` through `last`."""
-        return Flagged(self, node, message, fix, last)
+        """A finding of this rule at `node`, or at the statements from `node` through `last`; where it is a hazard
+        only if another module calls one of the file's public helpers `if_called_at_construction` from a constructor,
+        the engine keeps it only then (`callers`)."""
+        return Flagged(self, node, message, fix, if_called_at_construction, last)
 
     def fix(self, node: cst.CSTNode, payload: tuple | None) -> cst.CSTNode:
         """The replacement for the LibCST node at a finding's range, made as the finding's payload says."""

@@ -38,8 +38,9 @@ class DefaultDtypeDivision(Rule):
     ## What it does
     Flags an integer `torch.arange` (no dtype, or an integer dtype) that is an operand of `/`, as in
     the RoPE frequency line `base ** (torch.arange(0, dim, 2) / dim)`, where the division may run while a
-    model is built: in `__init__` and the methods it reaches, in a plain function, at module level, or in a
-    class that inherits its `__init__` (`may_run_at_construction`, shared with RPL101). A cast to a floating
+    model is built, as RPL101 reads it (`runs_only_after_construction`): in `__init__`, the methods it reaches,
+    initialisers and cache builders, at module level, in a module-level function with a caller that may, and in a
+    public function that its package never calls or calls from such code. A cast to a floating
     dtype before the division (`.float()`, `.to(torch.float32)`, `.to(dtype=torch.float32)`) makes the
     quotient that dtype's, and is not flagged.
 
@@ -67,8 +68,8 @@ class DefaultDtypeDivision(Rule):
     `from_pretrained(torch_dtype=...)` sets the default dtype only while the model is built, so at run time
     the quotient is float32. A program that calls `torch.set_default_dtype(torch.bfloat16)` itself keeps
     that default at run time too, and gets bf16 quotients there that this rule does not report; `.float()`
-    before the division is right in either case. A plain function is taken to run at construction, even
-    where the only callers are run-time methods, since another file may call it from a constructor.
+    before the division is right in either case. Callers outside the package are not seen (RPL101's Known
+    problems).
     """
 
     code = "RPL103"
@@ -83,13 +84,17 @@ class DefaultDtypeDivision(Rule):
             dtype = enumerations.dtype_argument(call)
             if enumerations.float_literals(call) or (dtype is not None and is_floating_dtype(ctx, dtype) is not False):
                 continue
-            if not self._is_divided(ctx, call) or not enumerations.may_run_at_construction(ctx, call):
+            if not self._is_divided(ctx, call):
+                continue
+            after_unless = enumerations.runs_only_after_construction(ctx, call)
+            if after_unless == frozenset():
                 continue
             yield self.report(
                 call,
                 "true division of an integer enumeration yields the default dtype (bf16 under "
                 "`from_pretrained(torch_dtype=...)`); cast with `.float()` before dividing",
                 Fix(FixSafety.SAFE),
+                tuple(sorted(after_unless or ())),
             )
 
     @staticmethod

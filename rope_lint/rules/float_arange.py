@@ -15,14 +15,19 @@ if TYPE_CHECKING:
     import libcst as cst
 
 
-def _exact(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
+def _inexact_unless(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> frozenset[str] | None:
     """Whether the enumeration is exact however the model is built and run: float64 (exact to 2**53) wherever it
     runs, and float32 (to 2**24) where it runs only after construction, out of zero.Init's and the default dtype's
-    reach. An explicit dtype only: an activation's or a weight's follows the model into bf16."""
+    reach. An explicit dtype only: an activation's or a weight's follows the model into bf16.
+
+    None where it may be rounded; otherwise the public helpers of the file that would make it a hazard if the rest
+    of the package called one from a constructor (empty: exact whatever other modules do)."""
     literals = enumerations.literal_dtypes(ctx, dtype)
     if literals is None:
-        return False
-    return literals <= _FLOAT64 or (literals <= _FLOAT32_OR_64 and enumerations.runs_only_after_construction(ctx, call))
+        return None
+    if literals <= _FLOAT64:
+        return frozenset()
+    return enumerations.runs_only_after_construction(ctx, call) if literals <= _FLOAT32_OR_64 else None
 
 
 _FLOAT64 = frozenset({"torch.float64"})
@@ -43,13 +48,18 @@ class FloatArange(Rule):
       through a `dtype` parameter whose callers in the file pass one (`dtype=q.dtype`), anywhere;
     - an explicit float32 (a literal, a name bound to one, or a `dtype` parameter that defaults to one and that
       no caller in the file overrides) only in code that may run while a model is built: `__init__`, the
-      methods it reaches, initialisers and cache builders, code at module level, and any module-level
-      function that is public or has a caller the file does not show to run after construction.
+      methods it reaches, initialisers and cache builders, code at module level, a module-level function with a
+      caller that may, and a public function that its package never calls (it is there for other code to call).
 
     An explicit float64 is never flagged: it holds integers exactly up to 2**53. Nor is an explicit float32
     in code that runs only after construction: `forward`, a pipeline's `__call__`, a scheduler step, the
-    methods that only these call, and private module-level helpers that only these call. A tensor cast to a
-    literal dtype just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal.
+    methods that only these call, and module-level helpers that only these call; for a public helper, in any
+    module of its package (the tree of folders with an `__init__.py` that holds the file): a module that
+    imports it, by any name, star imports included, or reads it off an imported module (`embeddings.helper(...)`),
+    and calls it only after construction. A module that defines its own helper of that name, or imports one from a
+    module that does, does not count. A tensor cast to a literal dtype just before (`x = x.to(torch.float32)`,
+    then `dtype=x.dtype`) counts as that literal, and a submodule's `forward` gets the dtype that the module holding
+    it passes (`self.rope(n, dtype=torch.float32)` where `self.rope = Rope()`).
 
     ## Why is this bad?
     DeepSpeed's `zero.Init()` casts every floating tensor that a constructor returns to the training
@@ -100,12 +110,14 @@ class FloatArange(Rule):
     would still be flagged here, so the fix could not clear its finding.
 
     ## Known problems
-    Whether code runs at construction is read from its own file. A method is taken to run after construction
-    when its class's own `__init__` does not reach it; a constructor of another class that calls it, or a
-    forward pass run by a constructor, is not seen. Where the class inherits its `__init__`, only `forward`,
-    `__call__` and what only they call count as run time. A public module-level helper counts as construction
-    code even where the file calls it only from `forward`, since a constructor elsewhere may import it: its
-    explicit float32 stays reported, with no lower severity (rope-lint has none). A dtype that arrives through
+    Whether code runs at construction is read from its own file, and for a public helper from its package. A
+    method is taken to run after construction when its class's own `__init__` does not reach it; a constructor
+    of another class that calls it, or a forward pass run by a constructor, is not seen. Where the class inherits
+    its `__init__`, only `forward`, `__call__` and what only they call count as run time; a dataclass's
+    `__post_init__` counts as an initialiser. A helper reached through a table of functions, or passed as a
+    value, counts as construction code. Callers outside the package (an application, a script) are not seen: a
+    public helper that its package calls only after construction is not reported, and one that its package never
+    calls is, with no lower severity (rope-lint has none). A dtype that arrives through
     a call the file cannot follow (a helper from another module, `self.child.method(...)`) counts as unknown:
     a literal default then decides nothing, and a parameter named `dtype` or annotated `torch.dtype` is taken
     to be floating. A module built inside a pipeline call runs its `__init__` after the model is loaded;
@@ -129,26 +141,31 @@ class FloatArange(Rule):
             floating = is_floating_dtype(ctx, dtype)
             if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, dtype))):
                 continue
-            if _exact(ctx, call, dtype):
+            exact_unless = _inexact_unless(ctx, call, dtype)
+            if exact_unless == frozenset():
                 continue
+            # A public helper that the file runs only after construction: the rest of its package decides.
+            called = tuple(sorted(exact_unless or ()))
             hazard = (
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
                 "and bf16 runs round above 256"
             )
             if enumerations.fractional_start(call):
-                yield self.report(call, f"{hazard} (above 128 from a fractional start); no int64 enumeration holds it")
+                yield self.report(
+                    call, f"{hazard} (above 128 from a fractional start); no int64 enumeration holds it", None, called
+                )
                 continue
             rounding = enumerations.end_rounding(ctx, call)
             if rounding is not None:
                 fix = enumerations.int64_fix(ctx, call, dtype, rounding)
-                yield self.report(call, f"{hazard}; {enumerations.int64_hint(ctx, dtype, rounding)}", fix)
+                yield self.report(call, f"{hazard}; {enumerations.int64_hint(ctx, dtype, rounding)}", fix, called)
             else:
                 # An int64 enumeration of bounds not proven integral could lose elements or raise: at most a wider
                 # dtype, where the dtype is known only at run time and zero.Init cannot cast the result.
                 runtime_dtype = qualified_dtype(ctx, dtype) is None
                 fix = enumerations.promoted_dtype_fix(ctx, call, dtype) if runtime_dtype else None
                 yield self.report(
-                    call, f"{hazard}; its start or step is not proven integral, so int64 may change it", fix
+                    call, f"{hazard}; its start or step is not proven integral, so int64 may change it", fix, called
                 )
 
     def fix(
@@ -354,25 +371,21 @@ class FloatArange(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            # A public helper that the file calls only in forward: a constructor elsewhere may import it.
+            # A public helper that the file calls at import as well as in forward.
             "import torch\n"
             "def timestep_embedding(t, dim: int):\n"
             "    return t[:, None] * torch.arange(dim, dtype=torch.float32)\n"
+            "NULL_EMBEDDING = timestep_embedding(torch.zeros(1), 8)\n"
             "class Embed(torch.nn.Module):\n"
-            "    def __init__(self, dim):\n"
-            "        super().__init__()\n"
-            "        self.dim = dim\n"
             "    def forward(self, t):\n"
-            "        return timestep_embedding(t, self.dim)\n",
+            "        return timestep_embedding(t, 8)\n",
             fixed="import torch\n"
             "def timestep_embedding(t, dim: int):\n"
             "    return t[:, None] * torch.arange(dim, dtype=torch.int64).float()\n"
+            "NULL_EMBEDDING = timestep_embedding(torch.zeros(1), 8)\n"
             "class Embed(torch.nn.Module):\n"
-            "    def __init__(self, dim):\n"
-            "        super().__init__()\n"
-            "        self.dim = dim\n"
             "    def forward(self, t):\n"
-            "        return timestep_embedding(t, self.dim)\n",
+            "        return timestep_embedding(t, 8)\n",
             safety=FixSafety.SAFE,
         ),
         # A fractional start with an integral step enumerates half-integers: no int64 rewrite holds them.
@@ -406,6 +419,34 @@ class FloatArange(Rule):
             "class Positions(torch.nn.Module):\n"
             "    def forward(self, x):\n"
             "        return x + _grid(x.shape[1])\n"
+        ),
+        Valid(
+            # A public helper that the file calls only in forward, and no other module of its package calls at
+            # construction (here, a file alone: tests/test_package_callers.py has packages).
+            "import torch\n"
+            "def timestep_embedding(t, dim: int):\n"
+            "    return t[:, None] * torch.arange(dim, dtype=torch.float32)\n"
+            "class Embed(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.dim = dim\n"
+            "    def forward(self, t):\n"
+            "        return timestep_embedding(t, self.dim)\n"
+        ),
+        Valid(
+            # A submodule's forward, given float32 by the forward of the module that holds it.
+            "import torch\n"
+            "class Positions(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "    def forward(self, n: int, dtype=None):\n"
+            "        return torch.arange(n, dtype=dtype)\n"
+            "class Model(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.positions = Positions()\n"
+            "    def forward(self, x):\n"
+            "        return x + self.positions(x.shape[1], dtype=torch.float32)\n"
         ),
         Valid(
             # A pipeline step, and a float32 default that no caller in the file overrides.

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import candidates
-from rope_lint.rules.analysis import rotary
-from rope_lint.rules.analysis.context import FileContext, FunctionNode
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 from rope_lint.rules.analysis.dtypes import (
     FLOAT32_DTYPES,
     assigned_values,
@@ -451,29 +450,12 @@ def _may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
 
 def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix | None:
     """The fix that keeps a floating enumeration whose bounds are not proven integral, in a dtype of at least
-    float32: `dtype=torch.promote_types(<dtype>, torch.float32)`. Only where the call cannot run at construction,
-    where zero.Init would cast it whatever its dtype."""
+    float32: `dtype=torch.promote_types(<dtype>, torch.float32)`. Only where the file shows that the call cannot run
+    at construction (`runs_only_after_construction`), where zero.Init would cast it whatever its dtype."""
     alias = torch_alias(ctx, call)
-    if alias is None or may_run_at_construction(ctx, call) or _may_be_none(ctx, call, dtype):
+    if alias is None or runs_only_after_construction(ctx, call) != frozenset() or _may_be_none(ctx, call, dtype):
         return None
     return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype)))
-
-
-def may_run_at_construction(ctx: FileContext, node: ast.AST) -> bool:
-    """Whether `node` may run while a model's constructor runs, where zero.Init casts every floating tensor that
-    `torch.arange` returns: in `__init__` or a method it reaches (`rotary.construction_methods`), and, as any
-    constructor may call them, in a plain function, at module level, or in a class that inherits its `__init__`."""
-    functions = list(ctx.enclosing_functions(node))
-    if not functions:
-        return True
-    cls = ctx.parent(functions[-1])
-    if not isinstance(cls, ast.ClassDef) or not any(method.name == "__init__" for method in rotary.methods(cls)):
-        return True
-    return functions[-1].name in ctx.derived(_construction_methods, cls)
-
-
-def _construction_methods(ctx: FileContext, cls: ast.ClassDef) -> set[str]:
-    return rotary.construction_methods(cls)
 
 
 def _is_cast_to_float32(ctx: FileContext, node: ast.AST | None) -> bool:
@@ -561,9 +543,11 @@ def _placed(ctx: FileContext, function: FunctionNode) -> tuple[_CallGraph, Funct
     return None if graph is None or placed is None or placed.name != function.name else (graph, placed)
 
 
-def runs_only_after_construction(ctx: FileContext, node: ast.AST) -> bool:
+def runs_only_after_construction(ctx: FileContext, node: ast.AST) -> frozenset[str] | None:
     """Whether the file shows that `node` runs only after the modules are built, where neither zero.Init nor a
-    default dtype set for loading acts on an explicit dtype.
+    default dtype set for loading acts on an explicit dtype: None where it may run at construction; otherwise the
+    public module-level functions of the file that the answer rests on (empty where the file alone proves it), which
+    other modules may import and call from a constructor (`callers.called_at_construction` looks).
 
     - A method runs at construction when it is `__init__`, an initialiser or a cache builder (its name holds
       "init", "reset" or "cache": a parent's constructor calls `reset_parameters`), or when a method of its class
@@ -571,42 +555,62 @@ def runs_only_after_construction(ctx: FileContext, node: ast.AST) -> bool:
       its class names is `forward`, a pipeline's `__call__`, a step or a hook that code outside calls: after
       construction where the class has its own `__init__`; where it inherits one, which may call it, only
       `forward` and `__call__` are.
-    - A module-level function runs after construction only when it is private (`_name`), and the file names it only
-      as the callee of calls that all run after construction: a public helper may be imported and called by a
-      constructor elsewhere (`get_timestep_embedding` from a `__init__` in another file).
+    - A module-level function runs after construction when the file names it only as the callee of calls that all
+      run after construction, and, where it is public, when the rest of its package does too; a private one
+      (`_name`) that the file never calls proves nothing.
     - Code at module level, or in a class body, runs at import, which may be inside a constructor's module.
     """
     functions = list(ctx.enclosing_functions(node))
-    return bool(functions) and _function_runs_after(ctx, functions[-1], frozenset())
+    return _function_runs_after(ctx, functions[-1], frozenset()) if functions else None
 
 
-def _function_runs_after(ctx: FileContext, function: FunctionNode, seen: frozenset[tuple[str, int]]) -> bool:
+def function_runs_after(ctx: FileContext, function: FunctionNode) -> frozenset[str] | None:
+    """`runs_only_after_construction` of a whole function (its outermost one, where it is nested)."""
+    return _function_runs_after(ctx, function, frozenset())
+
+
+def _function_runs_after(
+    ctx: FileContext, function: FunctionNode, seen: frozenset[tuple[str, int]]
+) -> frozenset[str] | None:
     key = (function.name, function.lineno)
     placed = _placed(ctx, function)
     if key in seen or placed is None:
-        return False  # a recursion, or a file that does not parse, proves nothing
+        return None  # a recursion, or a file that does not parse, proves nothing
     seen = seen | {key}
     graph, function = placed
     if graph.functions.get(function.name) is function:
-        # A public function may be imported, and called by a constructor in another file.
-        uses = graph.sites.get(function.name, []) if function.name.startswith("_") else []
-        return bool(uses) and all(
-            use.call is not None and use.function is not None and _function_runs_after(ctx, use.function, seen)
-            for use in uses
-        )
+        uses = graph.sites.get(function.name, [])
+        public = not function.name.startswith("_")
+        if not (uses or public) or any(use.call is None or use.function is None for use in uses):
+            return None
+        return _all_after(ctx, [use.function for use in uses], seen, frozenset({function.name} if public else ()))
     cls = next((c for c in graph.classes.values() if function in c.body), None)
     if cls is None or function.name == "__init__" or any(word in function.name.lower() for word in _BUILDER_WORDS):
-        return False
+        return None
     callers = {
         use.function
         for use in graph.method_sites.get((cls.name, function.name), [])
         if use.function is not None and use.function is not function
     }
     if callers:
-        return all(caller in cls.body and _function_runs_after(ctx, caller, seen) for caller in callers)
-    return function.name in _RUNTIME_ENTRIES or any(
+        return _all_after(ctx, list(callers), seen, frozenset()) if all(c in cls.body for c in callers) else None
+    runs_after = function.name in _RUNTIME_ENTRIES or any(
         isinstance(member, FunctionNode) and member.name == "__init__" for member in cls.body
     )
+    return frozenset() if runs_after else None
+
+
+def _all_after(
+    ctx: FileContext, callers: list[FunctionNode], seen: frozenset[tuple[str, int]], helpers: frozenset[str]
+) -> frozenset[str] | None:
+    """The public helpers that the callers' answers rest on, with `helpers`; None where one of them may run at
+    construction."""
+    for caller in callers:
+        after = _function_runs_after(ctx, caller, seen)
+        if after is None:
+            return None
+        helpers |= after
+    return helpers
 
 
 # Which literal dtype does a `dtype=` argument carry?
@@ -720,6 +724,8 @@ def _passed_arguments(
         if cls is None:
             return None
         uses = graph.method_sites.get((cls.name, function.name), [])
+        if function.name in _RUNTIME_ENTRIES:
+            uses = [*uses, *_module_calls(ctx, cls.name)]
         decorators = {ast.unparse(decorator) for decorator in function.decorator_list}
         skipped = 0 if "staticmethod" in decorators else 1
     arguments = function.args
@@ -737,6 +743,24 @@ def _passed_arguments(
             keyword = call.args[index]
         passed.append((keyword, use.function))
     return passed
+
+
+def _module_calls(ctx: FileContext, class_name: str) -> list[_Site]:
+    """The calls that reach the `forward` of a module of the file's class `class_name`: `self.rope(...)` in a class
+    of the file that assigns `self.rope = ClassName(...)`."""
+    graph = ctx.derived(_graph_of, class_name)
+    sites: list[_Site] = []
+    for owner in graph.classes.values() if graph is not None else ():
+        for node in ast.walk(owner):
+            built = isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            if not (built and isinstance(node.value.func, ast.Name) and node.value.func.id == class_name):
+                continue
+            for target in node.targets:
+                attributes = ctx.derived(_graph_of, target.attr) if is_self_attribute(target) else None
+                if attributes is not None:
+                    uses = attributes.method_sites.get((owner.name, target.attr), [])
+                    sites.extend(use for use in uses if use.call is not None)
+    return sites
 
 
 def passed_floating_dtype(ctx: FileContext, dtype: ast.expr) -> bool:

@@ -1,0 +1,131 @@
+"""An explicit float32 enumeration in a public helper is a hazard only where code that runs at construction calls the
+helper (issue 20, false-alarm shape 7): the rest of the helper's package decides (rope_lint/rules/analysis/callers.py),
+through every way a module can reach it, and a cached result never hides a change in another module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import rope_lint
+
+from rope_lint.engine import LARGE_RUN, Settings, check_paths
+from rope_lint.files import Excludes, discover
+from rope_lint.rules import select_rules
+
+HELPER = "import torch\n\n\ndef positions(n: int):\n    return torch.arange(n, dtype=torch.float32)\n"
+MODEL = (
+    "import torch\n"
+    "{imports}\n\n\n"
+    "class Model(torch.nn.Module):\n"
+    "    def __init__(self, n: int):\n"
+    "        super().__init__()\n"
+    "        self.n = n\n"
+    "{init}\n"
+    "    def forward(self, x):\n"
+    "        return x + {call}\n"
+)
+
+
+def package(root: Path, modules: dict[str, str]) -> Path:
+    folder = root / "pkg"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "helpers.py").write_text(HELPER)
+    for name, text in modules.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def model(imports: str, call: str, init: str = "") -> str:
+    return MODEL.format(imports=imports, call=call, init=init)
+
+
+def flagged(folder: Path, *only: str) -> list[str]:
+    """The RPL101 findings of a check of the whole package, or of the files `only` (pre-commit's changed files)."""
+    paths = [str(folder / name) for name in only] or list(discover([str(folder)], Excludes([], str(folder))))
+    found = check_paths(paths, Settings(select_rules(["RPL101"], []), str(folder.parent)))
+    return [f"{Path(d.path).relative_to(folder).as_posix()}:{d.start.line}" for d in found]
+
+
+FORWARD_ONLY = model("from .helpers import positions", "positions(x.shape[1])")
+
+
+@pytest.mark.parametrize("only", [(), ("helpers.py",)])
+def test_a_helper_that_the_package_calls_only_in_forward_is_not_flagged(tmp_path: Path, only: tuple[str, ...]) -> None:
+    assert flagged(package(tmp_path, {"model.py": FORWARD_ONLY}), *only) == []
+
+
+CONSTRUCTORS = {
+    "a relative import": model("from .helpers import positions", "0", "        self.table = positions(n)"),
+    "an absolute import under another name": model(
+        "from pkg.helpers import positions as grid", "0", "        self.table = grid(n)"
+    ),
+    "the module's attribute": model("from pkg import helpers", "0", "        self.table = helpers.positions(n)"),
+    "a star import": model("from .helpers import *", "0", "        self.table = positions(n)"),
+    "a submodule two levels down": model("from ..helpers import positions", "0", "        self.table = positions(n)"),
+}
+
+
+@pytest.mark.parametrize("how", CONSTRUCTORS)
+def test_a_helper_that_a_constructor_elsewhere_calls_is_flagged(tmp_path: Path, how: str) -> None:
+    name = "models/model.py" if "two levels" in how else "model.py"
+    modules = {name: CONSTRUCTORS[how], "other.py": FORWARD_ONLY}
+    if "two levels" in how:
+        modules["models/__init__.py"] = ""
+    assert flagged(package(tmp_path, modules)) == ["helpers.py:5"]
+
+
+def test_any_use_that_is_not_a_call_after_construction_keeps_the_finding(tmp_path: Path) -> None:
+    as_value = "from .helpers import positions\n\nMAKERS = {'positions': positions}\n"
+    at_import = "from .helpers import positions\n\nTABLE = positions(8)\n"
+    for name, text in {"as_value.py": as_value, "at_import.py": at_import}.items():
+        folder = package(tmp_path / name, {"model.py": FORWARD_ONLY, name: text})
+        assert flagged(folder, "helpers.py") == ["helpers.py:5"], name
+
+
+def test_a_module_with_its_own_helper_of_that_name_does_not_count(tmp_path: Path) -> None:
+    own = "import torch\n\n\ndef positions(n):\n    return torch.arange(n)\n"
+    copies = {
+        "model.py": FORWARD_ONLY,
+        "copy.py": own + model("", "0", "        self.table = positions(n)").removeprefix("import torch\n"),
+        "sibling.py": own,
+        "user.py": model("from .sibling import positions", "0", "        self.table = positions(n)"),
+    }
+    assert flagged(package(tmp_path, copies)) == []
+
+
+def test_a_helper_that_nothing_in_its_package_calls_is_flagged_for_the_code_outside_that_may(tmp_path: Path) -> None:
+    assert flagged(package(tmp_path, {})) == ["helpers.py:5"]
+
+
+def test_a_chain_of_public_helpers_is_followed_across_modules(tmp_path: Path) -> None:
+    grid = "from .helpers import positions\n\n\ndef grid(n):\n    return positions(n)[:, None]\n"
+    at_run_time = model("from .grid import grid", "grid(x.shape[1])")
+    at_construction = model("from .grid import grid", "0", "        self.table = grid(n)")
+    assert flagged(package(tmp_path / "late", {"grid.py": grid, "model.py": at_run_time})) == []
+    assert flagged(package(tmp_path / "early", {"grid.py": grid, "model.py": at_construction})) == ["helpers.py:5"]
+
+
+def test_a_warm_cache_answers_for_the_other_modules_as_they_are_now(tmp_path: Path) -> None:
+    """A large run caches each file's findings; a constructor added in another module must still flag the helper."""
+    (tmp_path / "pyproject.toml").write_text("[tool.rope-lint]\n")
+    fillers = {f"clean_{index:02}.py": "import torch\nx = torch.arange(4)\n" for index in range(LARGE_RUN)}
+    folder = package(tmp_path, {"model.py": FORWARD_ONLY, **fillers})
+    before = rope_lint("check", "--select", "RPL101", "--output-format", "concise", ".", cwd=tmp_path)
+    assert before.returncode == 0, before.stdout + before.stderr
+    (folder / "other.py").write_text(CONSTRUCTORS["a relative import"])
+    after = rope_lint("check", "--select", "RPL101", "--output-format", "concise", ".", cwd=tmp_path)
+    assert after.returncode == 1 and "pkg/helpers.py:5:" in after.stdout, after.stdout + after.stderr
+    assert (tmp_path / ".rope_lint_cache").is_dir()
+
+
+def test_fix_leaves_a_helper_alone_when_its_finding_does_not_stand(tmp_path: Path) -> None:
+    folder = package(tmp_path, {"model.py": FORWARD_ONLY})
+    fixed = rope_lint("fix", "--select", "RPL101", str(folder / "helpers.py"), cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (folder / "helpers.py").read_text() == HELPER
+    (folder / "other.py").write_text(CONSTRUCTORS["a relative import"])
+    fixed = rope_lint("fix", "--select", "RPL101", str(folder / "helpers.py"), cwd=tmp_path)
+    assert "dtype=torch.int64" in (folder / "helpers.py").read_text(), fixed.stdout + fixed.stderr
