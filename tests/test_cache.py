@@ -168,7 +168,7 @@ def test_no_cache_writes_nothing(tmp_path: Path) -> None:
 def poison(cache_file: Path) -> None:
     """Every entry of a cache file made to answer with a finding that no check makes."""
     entries = json.loads(cache_file.read_bytes())
-    fake = ["RPL101", "float-arange", "poisoned entry", 99, 0, 99, 1, None]
+    fake = ["RPL101", "float-arange", "poisoned entry", 99, 0, 99, 1, None, []]
     cache_file.write_text(json.dumps({key: [fake] for key in entries}))
 
 

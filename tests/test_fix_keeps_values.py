@@ -258,6 +258,7 @@ def test_construction_is_the_rotary_answer() -> None:
     ctx = FileContext("m.py", source, tree, ("arange",))
     build, forward, helper = ctx.calls("torch.arange")
     assert rotary.construction_methods(tree.body[1]) == {"__init__", "build"}
-    assert enumerations.may_run_at_construction(ctx, build)
-    assert not enumerations.may_run_at_construction(ctx, forward)
-    assert enumerations.may_run_at_construction(ctx, helper)
+    assert enumerations.runs_only_after_construction(ctx, build) is None
+    assert enumerations.runs_only_after_construction(ctx, forward) == frozenset()
+    # A public helper: its package decides (rules/analysis/callers.py).
+    assert enumerations.runs_only_after_construction(ctx, helper) == {"helper"}
