@@ -4,7 +4,7 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.prefilter import PrefilterSpec
+from rope_lint.prefilter import PrefilterSpec, candidates
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
@@ -79,8 +79,9 @@ class RopeAutocast(Rule):
                 if method.name != "forward":
                     continue
                 if off_decorators is None and any(isinstance(d, ast.Name) for d in method.decorator_list):
-                    # The module-level code that holds no trigger may be left out of `ctx.tree`: read it all.
-                    off_decorators = autocast.autocast_off_decorators(ast.parse(ctx.source))
+                    # The module-level code that holds no trigger may be left out of `ctx.tree`: read what names
+                    # autocast, where such a decorator is made.
+                    off_decorators = ctx.derived(_autocast_off_decorators)
                 if not autocast.decorated_autocast_off(method, off_decorators or frozenset()):
                     # The autocast block names the device type of a tensor forward takes; without one, no fix.
                     has_device = rotary.device_source(method) is not None
@@ -308,3 +309,10 @@ def _is_upcast(ctx: FileContext, node: ast.expr) -> bool:
         return False
     dtypes = [*node.args, *(kw.value for kw in node.keywords if kw.arg == "dtype")]
     return autocast.is_upcast(node.func.attr, (ctx.qualified_name(dtype) for dtype in dtypes))
+
+
+def _autocast_off_decorators(ctx: FileContext) -> frozenset[str]:
+    if not ctx.occurrences.positions(("autocast",)):
+        return frozenset()
+    around = candidates.parse(ctx.source, ctx.occurrences, ("autocast",), None, ctx.path)
+    return autocast.autocast_off_decorators(around)
