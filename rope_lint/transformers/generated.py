@@ -18,7 +18,7 @@ from functools import lru_cache
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
-from rope_lint.files import SOURCE_LIMIT, read_regular
+from rope_lint.files import SOURCE_LIMIT, Excludes, discover, read_regular
 
 if TYPE_CHECKING:
     from rope_lint.files import FilePath
@@ -110,6 +110,7 @@ def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePa
     seen = {_real(path) for path in files}
     extra: list[FilePath] = []
     roots: set[str] = set()
+    complete: dict[str, bool] = {}  # by package: whether `files` holds all of it, so that nothing can be added
     pending = list(files)
     while pending:  # a generated parent added on the way brings its own origins
         path = pending.pop(0)
@@ -118,6 +119,10 @@ def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePa
         if text is None or modular is None:
             continue
         root = package_root(_real(path)) or os.path.dirname(_real(path))
+        if root not in complete:
+            complete[root] = all(_real(module) in seen for module in discover([root], Excludes([], root)))
+        if complete[root]:
+            continue  # a whole tree: its origins are among the files already, and checking it to find them is waste
         origins = {modular}
         for finding in check_source(str(path), text, settings):
             found = origin(path, text, finding.start.line)
