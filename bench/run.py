@@ -1,12 +1,15 @@
-"""Times rope-lint next to ruff (and TorchFix, Fixit and semgrep when installed) on transformers 4.37.2 `models/`.
+"""Times rope-lint next to ruff (and TorchFix, Fixit and semgrep when installed), and its fix and probe, on
+transformers: issue 21's rows.
 
-    python bench/run.py [--repeat 5] [--corpus PATH]
+    python bench/run.py [--repeat 5] [--corpus PATH] [--quick]
 
-Each command runs `--repeat` times, the commands taking turns; the table gives the median wall time, the ratio to
-ruff's median in the same run, and the peak memory (max RSS) of the largest process. "cold" is `--no-cache`; "warm"
-reads the result cache that an earlier run over the unchanged tree wrote (in `.rope_lint_cache/` of the current
-folder's project). Without --corpus, the transformers 4.37.2 wheel is downloaded once into the git-ignored `.cache/`
-and unpacked there.
+Each command runs `--repeat` times, the commands taking turns; the table gives the median wall time with the fastest
+and the slowest run, the ratio of medians to the row's baseline in the same run (ruff, or for one file the floor of
+any Python tool that reads it: `ast.parse` of the file in a fresh interpreter), and the peak memory (max RSS) of the
+largest process. "cold" is `--no-cache`; "warm" reads the result cache that an earlier run over the unchanged tree
+wrote (in `.rope_lint_cache/` of the current folder's project). The corpora are transformers 4.37.2 `models/` (or
+`--corpus`) and the whole 5.24.0 package, downloaded once into the git-ignored `.cache/bench/`; the probe runs on
+5.24.0 installed there with its dependencies (never torch). `--quick` leaves out the 5.24.0 rows, which take minutes.
 """
 
 from __future__ import annotations
@@ -28,27 +31,44 @@ REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "bench"
 
 
-def corpus() -> Path:
-    target = CACHE / "transformers-4.37.2"
+def corpus(version: str = "4.37.2") -> Path:
+    """The release's wheel, unpacked: the folder that holds the `transformers` package."""
+    target = CACHE / f"transformers-{version}"
     if not (target / ".complete").exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "transformers==4.37.2", "-d", CACHE],
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"transformers=={version}", "-d", CACHE],
             check=True,
         )
-        with zipfile.ZipFile(next(CACHE.glob("transformers-4.37.2-*.whl"))) as wheel:
+        with zipfile.ZipFile(next(CACHE.glob(f"transformers-{version}-*.whl"))) as wheel:
             wheel.extractall(target)
         (target / ".complete").touch()
-    return target / "transformers" / "models"
+    return target
 
 
-def timed(command: list[str], prepare: Callable[[], None] | None = None) -> tuple[float, int]:
+def site(version: str) -> Path:
+    """transformers==version with its dependencies in a folder of their own, for the probe to import."""
+    target = CACHE / f"site-transformers-{version}"
+    if not (target / ".complete").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--target", str(target)]
+        subprocess.run([*pip, f"transformers=={version}"], check=True)
+        if (target / "torch").exists():
+            sys.exit(f"installing transformers=={version} pulled torch into {target}: remove it and retry")
+        (target / ".complete").touch()
+    return target
+
+
+def timed(
+    command: list[str], prepare: Callable[[], None] | None = None, environment: dict[str, str] | None = None
+) -> tuple[float, int]:
     """Wall seconds and peak RSS in KiB (of the process tree's largest process, as GNU time reports it)."""
     if prepare:
         prepare()
     with tempfile.NamedTemporaryFile("r") as report:
         start = time.perf_counter()
-        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", report.name, *command], capture_output=True)
+        env = {**os.environ, **(environment or {})}
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", report.name, *command], capture_output=True, env=env)
         elapsed = time.perf_counter() - start
         return elapsed, int(report.read().split()[-1])
 
@@ -56,27 +76,33 @@ def timed(command: list[str], prepare: Callable[[], None] | None = None) -> tupl
 class Row(NamedTuple):
     name: str
     command: list[str]
-    baseline: str | None  # the row this one is compared with: ruff's, in the same run
+    baseline: str | None  # the row this one is compared with, in the same run
     prepare: Callable[[], None] | None = None
+    environment: dict[str, str] | None = None  # set for the command, beside the bench's own
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--corpus", type=Path)
+    parser.add_argument("--quick", action="store_true", help="leave out the whole 5.24.0 package's fix and probe")
     args = parser.parse_args()
-    models = args.corpus or corpus()
+    models = args.corpus or corpus() / "transformers" / "models"
     one_file = models / "llama" / "modeling_llama.py"
     rope_lint = [shutil.which("rope-lint")] if shutil.which("rope-lint") else [sys.executable, "-m", "rope_lint"]
     ruff = [shutil.which("ruff") or "ruff", "check", "--select", "E,F", "--no-cache", "--isolated"]
     ruff += ["--output-format", "concise"]
     check = [*rope_lint, "check", "--quiet"]
+    floor = [sys.executable, "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())"]
     scratch = Path(tempfile.mkdtemp())
     cache = Path.cwd() / ".rope_lint_cache"
 
-    def fresh_copy() -> None:
-        shutil.rmtree(scratch / "models", ignore_errors=True)
-        shutil.copytree(models, scratch / "models")
+    def fresh_copy(source: Path, name: str) -> Callable[[], None]:
+        def copy() -> None:
+            shutil.rmtree(scratch / name, ignore_errors=True)
+            shutil.copytree(source, scratch / name)
+
+        return copy
 
     rows = [
         Row("ruff, whole tree", [*ruff, str(models)], None),
@@ -84,10 +110,19 @@ def main() -> None:
         # The cache of the run before holds every file: a run with unchanged files.
         Row("rope-lint check, whole tree, warm", [*check, str(models)], "ruff, whole tree"),
         Row("ruff, one file", [*ruff, str(one_file)], None),
-        Row("rope-lint check, one file", [*check, str(one_file)], "ruff, one file"),
+        Row("python ast.parse, one file", [*floor, str(one_file)], None),
+        Row("rope-lint check, one file", [*check, str(one_file)], "python ast.parse, one file"),
         Row("rope-lint fix --unsafe-fixes, whole tree", [*rope_lint, "fix", "--unsafe-fixes", str(scratch / "models")],
-            None, fresh_copy),
+            None, fresh_copy(models, "models")),
     ]  # fmt: skip
+    if not args.quick:
+        package = corpus("5.24.0") / "transformers"
+        fix = [*rope_lint, "fix", "--unsafe-fixes", str(scratch / "transformers")]
+        rows.append(Row("rope-lint fix --unsafe-fixes, 5.24.0 package", fix, None, fresh_copy(package, "transformers")))
+        probe = [*rope_lint, "probe", "transformers", "--trigger", "fp32,zero-init-bf16,to-bf16", "--allow-unmeasured"]
+        environment = {"PYTHONPATH": os.pathsep.join([str(REPO), str(site("5.24.0"))])}
+        rows.append(Row("rope-lint probe, 5.24.0, 3 conditions", [*probe, "--output-format", "json"], None, None,
+                        environment))  # fmt: skip
     for tool, command in (
         ("torchfix", ["torchfix", str(models)]),
         ("fixit", ["fixit", "lint", str(models)]),
@@ -101,18 +136,19 @@ def main() -> None:
     peaks: dict[str, int] = dict.fromkeys(times, 0)
     for _ in range(args.repeat):
         for row in rows:
-            seconds, peak = timed(row.command, row.prepare)
+            seconds, peak = timed(row.command, row.prepare, row.environment)
             times[row.name].append(seconds)
             peaks[row.name] = max(peaks[row.name], peak)
     shutil.rmtree(scratch)
     files = len(list(models.rglob("*.py")))
     print(f"corpus: {models} ({files} files), {args.repeat} runs each, {os.cpu_count()} cores")
     print(f"cache: {cache}")
-    print(f"{'command':<44} {'median s':>9} {'x ruff':>7} {'peak MB':>8}")
+    print(f"{'command':<44} {'median s':>9} {'fastest':>8} {'slowest':>8} {'ratio':>6} {'peak MB':>8}")
     for row in rows:
         median = statistics.median(times[row.name])
-        ratio = f"{median / statistics.median(times[row.baseline]):>7.2f}" if row.baseline else f"{'':>7}"
-        print(f"{row.name:<44} {median:>9.3f} {ratio} {peaks[row.name] / 1024:>8.0f}")
+        ratio = f"{median / statistics.median(times[row.baseline]):>6.2f}" if row.baseline else f"{'':>6}"
+        spread = f"{min(times[row.name]):>8.3f} {max(times[row.name]):>8.3f}"
+        print(f"{row.name:<44} {median:>9.3f} {spread} {ratio} {peaks[row.name] / 1024:>8.0f}")
 
 
 if __name__ == "__main__":
