@@ -94,8 +94,10 @@ def carried_rewrites(path: Path, text: str, findings: list[Diagnostic]) -> list[
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self")
             or (isinstance(node, ast.Constant) and isinstance(node.value, str))
         }
-        parents = generated.inherited_classes(path, text, cls.name)
-        if any(is_table_name(name) for name in names) and any(is_table_name(code) for code in parents):
+        # The parents' code only where the class reads a table: finding it parses the parents' files.
+        if any(is_table_name(name) for name in names) and any(
+            is_table_name(code) for code in generated.inherited_classes(path, text, cls.name)
+        ):
             start, end = Position(cls.lineno, 0), Position(cls.end_lineno or cls.lineno, 0)
             message = "reads the tables of a parent model's class, which the fix of that class moves"
             fix = Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name))

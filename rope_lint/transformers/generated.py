@@ -152,8 +152,31 @@ def inherited_classes(path: FilePath, text: str, name: str) -> list[str]:
     for base in own.bases if own else []:
         node = _definition(parents[base.id], base.id) if isinstance(base, ast.Name) and base.id in parents else None
         if isinstance(node, ast.ClassDef):
-            found.append(ast.get_source_segment(file_text(parents[base.id]), node) or "")
+            found.append(source_segment(file_text(parents[base.id]), node))
     return found
+
+
+def source_segment(text: str, node: ast.AST) -> str:
+    """`ast.get_source_segment(text, node)`, from the text's lines split once (`get_source_segment` splits the whole
+    text on every call, which made it most of a whole-tree fix's time in `inherited_classes`)."""
+    lines = _lines(text)
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    if not 0 <= first <= last < len(lines):
+        return ""
+    start, end = node.col_offset, node.end_col_offset
+    if first == last:
+        return lines[first].encode()[start:end].decode()
+    head, tail = lines[first].encode()[start:].decode(), lines[last].encode()[:end].decode()
+    return "".join([head, *lines[first + 1 : last], tail])
+
+
+# A line as `ast` counts lines: ended by "\r\n", "\r" or "\n" (not by a form feed, as `str.splitlines` would).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+@lru_cache(maxsize=64)
+def _lines(text: str) -> list[str]:
+    return _LINE.findall(text)
 
 
 def package_root(path: str) -> str | None:
