@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Iterator
 
 from rope_lint.transformers import generated
@@ -56,8 +57,8 @@ def converter_gap(generated_text: str, modular_text: str) -> int | None:
     first statement (the end of its header), and those above the first import of the modular source, in its order,
     that the generated file has too, where that import is not the first statement. None when the generated file has
     none of the modular source's imports: its first import then comes from a parent model's file."""
-    tree = generated.parsed_text(modular_text)
-    here = set().union(*map(_key, _imports(generated.parsed_text(generated_text))))
+    tree = _head(modular_text)
+    here = set().union(*map(_key, _imports(_head(generated_text))))
     if tree is None or not tree.body or not here:
         return None
     lines = modular_text.splitlines()
@@ -93,8 +94,28 @@ def _key(node: ast.Import | ast.ImportFrom) -> set[tuple[str, int, str]]:
 
 
 def _first_import(text: str) -> int | None:
-    imports = _imports(generated.parsed_text(text))
+    imports = _imports(_head(text))
     return _first_line(imports[0]) if imports else None
+
+
+# A top-level definition, and a top-level import, by the start of its line.
+_DEFINITION = re.compile(r"^(?:class|def|async[ \t]+def)[ \t]|^@", re.MULTILINE)
+_IMPORT = re.compile(r"^(?:import|from)[ \t]", re.MULTILINE)
+
+
+def _head(text: str) -> ast.Module | None:
+    """The module's top-level statements up to its first definition, where those are all that the layout reads (its
+    first statement and every top-level import: no line after them starts with `import` or `from`), parsed alone:
+    the whole text of a large file takes many times as long. The whole module otherwise."""
+    definition = _DEFINITION.search(text)
+    if definition is not None and not _IMPORT.search(text, definition.start()):
+        try:
+            head = ast.parse(text[: definition.start()])
+        except (SyntaxError, ValueError):  # the cut fell inside a string: the whole file decides
+            head = None
+        if head is not None and head.body:
+            return head
+    return generated.parsed_text(text)
 
 
 def _first_line(node: ast.stmt) -> int:
