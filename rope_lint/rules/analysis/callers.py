@@ -76,10 +76,14 @@ class PackageCallers:
                 continue
             # Its imports too, relative ones (`from .helpers import *`) among them, which may not name the helper.
             ctx = _context(module, (name, "import"), self._sources.get(module))
-            binding = _binding(ctx, name, path, top) if ctx else (None, set())
-            if ctx and binding[0] not in (None, name):  # imported under another name: parse around that too
-                ctx = _context(module, (name, "import", binding[0]), self._sources.get(module))
-            found = _calls(ctx, name, binding) if ctx else None if ctx is False else []
+            if ctx is None:
+                continue
+            if ctx is False:
+                return True  # a module that does not parse may call it anywhere
+            binding = _binding(ctx, name, path, top)
+            if binding[0] not in (None, name):  # imported under another name: parse around that too
+                ctx = _context(module, (name, "import", binding[0]), self._sources.get(module)) or ctx
+            found = _calls(ctx, name, binding)
             if found is None or any(self.called_at_construction(module, helper) for helper in set().union(*found)):
                 return True
             calls += len(found)
