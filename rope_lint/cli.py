@@ -14,7 +14,7 @@ from rope_lint import TYPE_CHECKING, __version__, api
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.display import printable
 from rope_lint.output import FORMATS, WITH_EDITS, renderer
-from rope_lint.rules import ALL_RULES, RULES_BY_CODE
+from rope_lint.rules import ALL_RULES, RULES_BY_CODE, documentation_page
 
 if TYPE_CHECKING:
     from typing import Any
@@ -181,7 +181,9 @@ def _fix_arguments(fix: argparse.ArgumentParser) -> None:
 
 
 def _rule_arguments(rule: argparse.ArgumentParser) -> None:
-    rule.add_argument("code", metavar="CODE")
+    which = rule.add_mutually_exclusive_group(required=True)
+    which.add_argument("code", metavar="CODE", nargs="?", help="the rule to explain")
+    which.add_argument("--all", action="store_true", help="every rule, as docs/rules.md holds them")
     rule.set_defaults(handler=_rule)
 
 
@@ -281,6 +283,9 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _rule(args: argparse.Namespace) -> int:
+    if args.all:
+        sys.stdout.write(documentation_page())
+        return EXIT_CLEAN
     rule = RULES_BY_CODE.get(args.code.upper())
     if rule is None:
         print(f"rope-lint: error: unknown rule code {args.code!r}; `rope-lint rules` lists them", file=sys.stderr)

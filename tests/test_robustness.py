@@ -38,7 +38,7 @@ def one_line_per_finding(output: str) -> None:
 def bad_inputs(tmp_path: Path) -> Path:
     (tmp_path / "good.py").write_text(HAZARD)
     # Each holds a hazard (a float bound): a file with only integer enumerations is never parsed, so a syntax error in
-    # it goes unnoticed (README: only what can match is parsed).
+    # it goes unnoticed (docs/usage.md: only what can match is parsed).
     (tmp_path / "syntax.py").write_text("import torch\ndef f(:\n    torch.arange(3.0)\n")
     (tmp_path / "undecodable.py").write_bytes(b"x = '\xff\xfe arange'\n")
     (tmp_path / "binary.py").write_bytes(b"\x00\x01arange\x00\xff" * 100)

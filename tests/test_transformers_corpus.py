@@ -20,7 +20,7 @@ from rope_lint.rules import select_rules
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
 
-# Measured with this test; the README quotes them.
+# Measured with this test; the README and docs/measurements.md quote them.
 EXPECTED_HAZARD_LINES = 83  # changed arange lines that could enumerate in low precision
 NOT_HAZARD_LINES = 35  # changed arange lines that could not (tests/data/pr28760_not_hazards.txt)
 FINDINGS_BEYOND_THE_PR = 3  # genuine float enumerations that the PR missed

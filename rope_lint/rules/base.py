@@ -128,8 +128,17 @@ class Rule:
         return cls._docstring().splitlines()[0]
 
     @classmethod
-    def documentation(cls) -> str:
-        return f"# {cls.code} {cls.name}\n\n" + cls._docstring()
+    def documentation(cls, heading_level: int = 1) -> str:
+        """The rule's documentation in Markdown, its title a heading of `heading_level` (2 in docs/rules.md, where
+        the page has the title) and its sections one level below."""
+        text = f"# {cls.code} {cls.name}\n\n" + cls._docstring()
+        deeper = "#" * (heading_level - 1)
+        lines, in_code = [], False
+        for line in text.split("\n"):
+            in_code ^= line.startswith("```")
+            # A `#` line inside a code block is a Python comment, not a heading.
+            lines.append(deeper + line if line.startswith("#") and not in_code else line)
+        return "\n".join(lines)
 
     @classmethod
     def _docstring(cls) -> str:

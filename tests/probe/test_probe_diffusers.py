@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers import install_release
 
-# The README's figures for `rope-lint probe diffusers.models` (every trigger).
+# docs/measurements.md's figures for `rope-lint probe diffusers.models` (every trigger).
 FOUND_BY_NAME = 10
 FOUND_BY_COMPUTATION = 53
 MEASURED = 8

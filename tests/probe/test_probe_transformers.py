@@ -49,7 +49,7 @@ def classes_by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def by_name(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The classes found by their names (the rotary classes the README counts), not only by what they compute."""
+    """The classes found by their names (the rotary classes docs/measurements.md counts), not only by what they compute."""
     return [item for item in report["classes"] if item["found_by"] == "name"]
 
 
@@ -96,7 +96,7 @@ def test_newest_release_measures_all_rotary_classes_but_one(newest_report):
     measured = [item for item in classes if item["measured"]]
     print(f"{NEWEST_RELEASE}: {len(measured)} of {len(classes)} rotary classes measured")
     assert len(measured) >= 254  # issue 17's "at least 254 of the 256"
-    assert (len(classes), len(measured)) == (255, 254)  # the README's table
+    assert (len(classes), len(measured)) == (255, 254)  # docs/measurements.md's table
     computed = [item for item in newest_report["classes"] if item["found_by"] == "computation"]
     assert (len(computed), len([item for item in computed if item["measured"]])) == (54, 7)
     assert unmeasured(newest_report) == NEWEST_UNMEASURED
@@ -111,14 +111,15 @@ def test_old_release_llama_under_zero_init(old_report):
     for trigger in ("zero-init-bf16", "deepspeed-zero-init"):
         result = llama["triggers"][trigger]
         assert result["status"] == "exceeds"
-        # The README's figures, to the digits it gives: cos error 1.999 from position 257, 51.9% of elements wrong.
+        # The figures of the README and docs/measurements.md, to the digits they give: cos error 1.999 from position
+        # 257, 51.9% of elements wrong.
         assert result["cos_max_abs_error"] == pytest.approx(1.999, abs=5e-4)
         assert result["wrong_fraction"] == pytest.approx(0.519, abs=5e-4)
         assert result["first_wrong_position"] == 257
 
 
 def test_old_release_counts_are_the_readmes(old_report):
-    """The README's probe table for 4.37.2: all 30 rotary classes found by name measured (ESM's and Transformer-XL's
+    """The probe table for 4.37.2 in docs/measurements.md: all 30 rotary classes found by name measured (ESM's and Transformer-XL's
     too), with those found only by what they compute; over the threshold, by trigger."""
     assert old_report["summary"] == (
         "34 classes measured, 16 not built, 30 found by name, 20 only by computation; 34 exceed 0.004 under "
@@ -185,7 +186,7 @@ def test_newest_release_llama_is_flagged_under_to_bf16_and_zero_init(probe_cli, 
     llama = classes_by_name(run.json())[LLAMA]
     assert llama["construction"] == "config"
     assert llama["triggers"]["fp32"]["status"] == "clean"
-    # The README's figures: to-bf16 cos 1.99997 from position 4, 59.4% wrong (the inv_freq buffer is rounded to
+    # docs/measurements.md's figures: to-bf16 cos 1.99997 from position 4, 59.4% wrong (the inv_freq buffer is rounded to
     # bf16); zero-init-bf16 cos 2.0 from position 2, 62.8% wrong (`torch.arange(0, dim, 2, dtype=torch.float)`
     # becomes bf16).
     for trigger, cos_error, first_wrong, wrong in (("to-bf16", 1.99997, 4, 0.594), ("zero-init-bf16", 2.0, 2, 0.628)):
