@@ -506,7 +506,7 @@ def test_a_file_with_lone_carriage_returns_reports_its_hazard() -> None:
 
 
 def test_a_syntax_error_outside_the_statements_with_a_trigger_goes_unnoticed() -> None:
-    """As documented (docs/usage.md, `candidates.parse`): what is not parsed is not checked for syntax, as a file without
+    """As documented (docs/usage.md, `parse`): what is not parsed is not checked for syntax, as a file without
     any trigger never was. A syntax error where a trigger is stays reported (the test above)."""
     source = HAZARD_BETWEEN_HELPERS.replace("def helper():", "def helper(:")
     partial, full = partial_and_full(source)

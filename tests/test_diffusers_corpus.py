@@ -30,7 +30,7 @@ from rope_lint.rules import select_rules
 from rope_lint.verify.changes import verify_changes
 from rope_lint.verify.loading import load_sibling
 
-# docs/measurements.md quotes these figures: `rope-lint fix --unsafe-fixes --verify diffusers/models` on diffusers 0.42.1.
+# docs/measurements.md quotes these: `rope-lint fix --unsafe-fixes --verify diffusers/models` on diffusers 0.42.1.
 VERIFIED = 14
 COULD_NOT_BE_CHECKED = 18
 FIXED = 58

@@ -42,7 +42,7 @@ def triage() -> list[dict[str, str]]:
         return list(csv.DictReader(table, delimiter="\t"))
 
 
-# The table in docs/measurements.md: per family, (reported, true among them, debatable, false, true in all: found or missed).
+# docs/measurements.md's table: per family, (reported, true among them, debatable, false, true in all: found or missed).
 DIFFUSERS: dict[str, tuple[int, int, int, int, int]] = {"RPL1": (36, 26, 2, 8, 26), "RPL2": (59, 52, 7, 0, 52)}
 # The false alarms left, by the triage's shape: issue 20 asks for none of its shapes (`fa:*`); these are the ones
 # that stay (docs/measurements.md, "Precision and recall").
@@ -87,7 +87,7 @@ def test_diffusers_findings_are_those_the_hand_triage_calls_real() -> None:
 #   (`random.Random(20)`), each true, debatable or false;
 # - recall: 60 of the 112 distinct texts of the calls that could enumerate in a floating dtype and were not flagged
 #   then (`random.Random(21)`), each a miss or fine.
-# The figures in docs/measurements.md: (distinct texts flagged now, sampled texts still flagged, true among them, misses in the
+# The docs' figures: (distinct texts flagged now, sampled texts still flagged, true among them, misses in the
 # recall sample, misses the rules flag now).
 RPL1_SAMPLES = (49, 38, 26, 9, 0)
 CANDIDATE_TEXTS = 112
@@ -118,7 +118,7 @@ def test_transformers_newest_release_rpl1_precision_and_recall_from_the_hand_tri
     assert (len(flagged), len(precision), len(true), len(misses), len(caught)) == RPL1_SAMPLES
 
 
-# The figures in docs/measurements.md, by class (module docstring): (measured classes with a finding, the hazardous among them,
+# The docs' figures, by class (module docstring): (measured classes with a finding, the hazardous among them,
 # hazardous classes), per release and family. Precision: the second over the first; recall: the second over the third.
 BY_CLASS: dict[tuple[str, str], tuple[int, int, int]] = {
     (OLD, "RPL1"): (29, 29, 34),

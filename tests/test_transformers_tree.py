@@ -24,7 +24,7 @@ from rope_lint.transformers.generated import modular_source, origin
 SELECT = "RPL1,RPL2"  # the small trees below
 
 
-# docs/measurements.md quotes these figures (section "A whole transformers tree in one run"): measured by the acceptance command
+# docs/measurements.md quotes these ("A whole transformers tree in one run"): measured by the acceptance command
 # with every rule on each release, and by `rope-lint probe transformers --trigger zero-init-bf16,to-bf16` on the
 # original release (before) and on the fixed copy (after). What is over the threshold after the fix is the rotary
 # classes of the modeling files that the model level restored (tests/test_verify_models.py: their tiny model's bf16
@@ -163,7 +163,7 @@ def test_the_fixed_rotary_classes_copy_nothing_between_devices_and_compile_where
 ) -> None:
     """Issue 19: every rotary class the probe builds, after the fix, makes no cross-device copy in a steady-state
     forward on the meta device, and TorchDynamo traces its forward whole wherever it traced the original's. The
-    classes whose original already copied or broke the graph are listed (docs/measurements.md's): the fix makes them no worse.
+    classes whose original already copied or broke the graph are listed (as the docs do): the fix makes them no worse.
     """
     before, after = ({c["class"]: c["runtime"] for c in report["classes"] if c["runtime"]} for report in probes)
     assert after.keys() == before.keys() and len(after) == FIGURES[release.version]["rotary classes built"]

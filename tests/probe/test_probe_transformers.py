@@ -49,7 +49,7 @@ def classes_by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def by_name(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The classes found by their names (the rotary classes docs/measurements.md counts), not only by what they compute."""
+    """The classes found by their names (the rotary classes the docs count), not only by what they compute."""
     return [item for item in report["classes"] if item["found_by"] == "name"]
 
 
@@ -118,8 +118,8 @@ def test_old_release_llama_under_zero_init(old_report):
         assert result["first_wrong_position"] == 257
 
 
-def test_old_release_counts_are_the_readmes(old_report):
-    """The probe table for 4.37.2 in docs/measurements.md: all 30 rotary classes found by name measured (ESM's and Transformer-XL's
+def test_old_release_counts_are_the_docs(old_report):
+    """The docs' probe table for 4.37.2: all 30 rotary classes found by name measured (ESM's and Transformer-XL's
     too), with those found only by what they compute; over the threshold, by trigger."""
     assert old_report["summary"] == (
         "34 classes measured, 16 not built, 30 found by name, 20 only by computation; 34 exceed 0.004 under "
@@ -186,7 +186,7 @@ def test_newest_release_llama_is_flagged_under_to_bf16_and_zero_init(probe_cli, 
     llama = classes_by_name(run.json())[LLAMA]
     assert llama["construction"] == "config"
     assert llama["triggers"]["fp32"]["status"] == "clean"
-    # docs/measurements.md's figures: to-bf16 cos 1.99997 from position 4, 59.4% wrong (the inv_freq buffer is rounded to
+    # The docs' figures: to-bf16 cos 1.99997 from position 4, 59.4% wrong (the inv_freq buffer is rounded to
     # bf16); zero-init-bf16 cos 2.0 from position 2, 62.8% wrong (`torch.arange(0, dim, 2, dtype=torch.float)`
     # becomes bf16).
     for trigger, cos_error, first_wrong, wrong in (("to-bf16", 1.99997, 4, 0.594), ("zero-init-bf16", 2.0, 2, 0.628)):
