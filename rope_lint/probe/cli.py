@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from rope_lint.display import printable
 from rope_lint.probe import TRIGGER_NAMES
@@ -65,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-memory. failed: built in float32, but it raised or returned no readable table under some trigger. "
         "Unbuilt and failed classes are unmeasured. Exit status: 0 when every class is clean; 1 when a class "
         "exceeds, a class is unmeasured (unless --allow-unmeasured), or no class is measured at all; 2 for a "
-        "usage error."
+        "usage error, or when the --compare side cannot be probed. With --compare, the status is the after side's."
     )
     parser.add_argument(
         "targets",
@@ -117,7 +118,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "forward after .to('meta') (standing in for an accelerator), and whether torch.compile(fullgraph=True) "
         "traces its forward, with the graph breaks (about 0.5 s a class)",
     )
-    parser.add_argument("--output-format", choices=("table", "json"), default="table", help="(default: table)")
+    parser.add_argument(
+        "--output-format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="table: for a terminal; json: for programs; markdown: a GitHub table per class (rows: conditions; "
+        "columns: max error, first wrong position, share wrong, result), then the summary, for a pull request "
+        "(default: table)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="BEFORE_DIR",
+        help="also probe the TARGETs as they were, in BEFORE_DIR: a copy of the tree they live in from before the "
+        "change (a checkout of the base branch, an unpacked release), and show before and after side by side. "
+        "A TARGET that is a path is taken relative to the current folder and read at the same relative path under "
+        "BEFORE_DIR (a path outside the current folder is an error); a module or package TARGET is imported with "
+        "BEFORE_DIR first on the import path. The before side runs in a process of its own. Classes are matched by "
+        "module and class name; one found on one side only is shown absent on the other. Every output format shows "
+        "both sides; the exit status is the after side's. A BEFORE_DIR that is not a folder, or a TARGET that names "
+        "nothing in it, is a usage error",
+    )
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        metavar="DIR",
+        help="also write figures into DIR (made if missing): per class, <module.Class>.png, its largest cos error "
+        "at each position under each trigger, on a log scale; and summary.png, a classes x triggers heat map of the "
+        "max error (cos or sin). With --compare, each figure has a panel for before and one for after. Needs "
+        "matplotlib: pip install 'rope-lint[plot]'",
+    )
 
 
 def _terminal_progress(index: int, total: int, name: str) -> None:
@@ -126,30 +156,53 @@ def _terminal_progress(index: int, total: int, name: str) -> None:
     sys.stderr.flush()
 
 
+def _folder_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with --compare's or --plot's folder, checked before any probing; None when nothing is."""
+    if args.compare is not None and not args.compare.is_dir():
+        return f"--compare {args.compare}: {'not a folder' if args.compare.exists() else 'no such folder'}"
+    if args.plot is not None:
+        if args.plot.exists() and not args.plot.is_dir():
+            return f"--plot {args.plot}: not a folder"
+        from rope_lint.probe.plot import missing_matplotlib
+
+        return missing_matplotlib()
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the probe; exit code 0 clean, 1 for a finding, an unmeasured class or nothing measured (see the epilog),
     2 on usage errors."""
+    problem = _folder_problem(args)
+    if problem is not None:
+        print(problem if problem.startswith("rope-lint") else f"rope-lint probe: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         import torch  # noqa: F401  (only checks that the optional extra is installed)
     except ImportError:
         print(INSTALL_HINT, file=sys.stderr)
         return EXIT_USAGE
+    from rope_lint.probe.compare import BeforeSideError, probe_compared
     from rope_lint.probe.discover import TargetError
     from rope_lint.probe.runner import probe
 
     trigger_names = list(dict.fromkeys(name for names in args.triggers or [list(TRIGGER_NAMES)] for name in names))
     show_progress = sys.stderr.isatty()
+    options = {
+        "trigger_names": trigger_names,
+        "positions": args.positions,
+        "threshold": args.threshold,
+        "progress": _terminal_progress if show_progress else None,
+        "budget": args.max_memory,
+        "runtime": args.runtime_cost,
+    }
     try:
-        report = probe(
-            args.targets,
-            trigger_names,
-            args.positions,
-            args.threshold,
-            progress=_terminal_progress if show_progress else None,
-            budget=args.max_memory,
-            runtime=args.runtime_cost,
-        )
-    except TargetError as error:
+        if args.compare is not None:
+            comparison = probe_compared(args.compare, args.targets, **options)
+            report, sides = comparison.after, [("before", comparison.before), ("after", comparison.after)]
+        else:
+            report = probe(args.targets, **options)
+            comparison, sides = None, [("", report)]
+    except (TargetError, BeforeSideError) as error:
         print(f"rope-lint probe: error: {printable(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
@@ -161,10 +214,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"rope-lint probe: {printable(failure.module)}: {printable(failure.reason)}", file=sys.stderr)
         print("rope-lint probe: error: no rotary-embedding classes found in the targets", file=sys.stderr)
         return EXIT_FINDINGS
+    shown = comparison or report
     if args.output_format == "json":
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(shown.to_json(), indent=2))
+    elif args.output_format == "markdown":
+        from rope_lint.probe.markdown import render_markdown
+
+        print(render_markdown(sides))
     else:
-        print(report.render_table())
+        print(shown.render_table())
+    if args.plot is not None:
+        from rope_lint.probe.plot import write_figures
+
+        try:
+            written = write_figures(args.plot, sides)
+        except OSError as error:
+            print(f"rope-lint probe: error: --plot {args.plot}: {printable(str(error))}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"rope-lint probe: wrote {len(written)} figures to {args.plot}", file=sys.stderr)
     unmeasured = sum(not result.measured for result in report.classes)
     if unmeasured == len(report.classes):
         print(

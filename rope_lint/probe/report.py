@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ UNAVAILABLE = "unavailable"  # the trigger cannot run here (DeepSpeed missing)
 UNBUILT = "unbuilt"
 FAILED = "failed"
 CLASS_STATUSES = (CLEAN, EXCEEDS, UNBUILT, FAILED)
+NOT_MEASURED = "-"  # a figure that was not measured, in the tables that show several
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,12 @@ class Measurement:
     sin_max_abs_error: float
     first_wrong_position: int | None  # first position with a wrong cos/sin element (see measure)
     wrong_fraction: float  # of all cos and sin elements, the share that is wrong
+    # The largest cos error at each position, float32 [N] (N * 4 bytes: cheap to keep, for --plot's curves).
+    cos_error_by_position: torch.Tensor = field(repr=False, compare=False)
+
+    @property
+    def max_error(self) -> float:
+        return max(self.cos_max_abs_error, self.sin_max_abs_error)
 
 
 class Yardstick:
@@ -70,6 +78,7 @@ class Yardstick:
             sin_max_abs_error=sin_error.max().item(),
             first_wrong_position=int(wrong_positions[0].item()) if len(wrong_positions) else None,
             wrong_fraction=(cos_wrong.sum().item() + sin_wrong.sum().item()) / (cos_error.numel() + sin_error.numel()),
+            cos_error_by_position=cos_error.amax(dim=1).float(),
         )
 
 
@@ -165,12 +174,15 @@ class ProbeReport:
             verdict += " under " + ", ".join(f"{name} ({count})" for name, count in counts.items())
         return ", ".join(parts) + "; " + verdict
 
+    def by_name(self) -> dict[str, ClassResult]:
+        return {result.name: result for result in self.classes}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "positions": self.positions,
             "threshold": self.threshold,
             "triggers": self.trigger_names,
-            "classes": [_class_json(result) for result in self.classes],
+            "classes": [class_json(result) for result in self.classes],
             "import_failures": [
                 {"module": failure.module, "reason": failure.reason} for failure in self.import_failures
             ],
@@ -205,6 +217,31 @@ class ProbeReport:
         return "\n".join(lines)
 
 
+def trigger_cells(result: ClassResult | None, trigger: str) -> tuple[str, str, str, str]:
+    """One trigger's max error (the larger of cos and sin), first wrong position, share wrong and result, as text
+    for the markdown and --compare tables: NOT_MEASURED where nothing was measured, the result `absent` for a class
+    the report does not have (one side of a comparison), and the class's status where no trigger ran (unbuilt)."""
+    if result is None:
+        return NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, "absent"
+    entry = next((item for item in result.triggers if item.trigger == trigger), None)
+    if entry is None:
+        return NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, result.status
+    if entry.measurement is None:
+        return NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, f"{entry.status}: {entry.reason}"
+    measurement = entry.measurement
+    first = NOT_MEASURED if measurement.first_wrong_position is None else str(measurement.first_wrong_position)
+    return f"{measurement.max_error:.3g}", first, f"{measurement.wrong_fraction:.2%}", entry.status
+
+
+def paired_classes(reports: Sequence[ProbeReport]) -> list[tuple[str, list[ClassResult | None]]]:
+    """The classes of several probes of one tree (before and after a change, the current one last), matched by module
+    and class name: each name once, with its result in each report (None where absent). The current report's classes
+    come first, in its order; then those it no longer has."""
+    sides = [report.by_name() for report in reports]
+    names = dict.fromkeys(name for side in reversed(sides) for name in side)
+    return [(name, [side.get(name) for side in sides]) for name in names]
+
+
 def _count(number: int, singular: str, plural: str) -> str:
     return f"{number} {singular if number == 1 else plural}"
 
@@ -214,7 +251,8 @@ def _number(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
-def _class_json(result: ClassResult) -> dict[str, Any]:
+def class_json(result: ClassResult) -> dict[str, Any]:
+    """One class's JSON entry (also each side's in a --compare report)."""
     triggers = {}
     for trigger_result in result.triggers:
         entry: dict[str, Any] = {"status": trigger_result.status, "reason": trigger_result.reason}

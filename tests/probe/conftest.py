@@ -1,8 +1,11 @@
-"""Shared by the probe's tests: running `rope-lint probe` in a fresh process, and pinned transformers releases
-installed into their own folders of the git-ignored cache (never into the project's environment)."""
+"""Shared by the probe's tests: running `rope-lint probe` in a fresh process, pinned transformers releases
+installed into their own folders of the git-ignored cache (never into the project's environment), and small trees
+of the fixture classes for --compare."""
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,3 +58,44 @@ def python_code() -> Callable[..., ProbeRun]:
 def transformers_release() -> Callable[[str], Path]:
     """Installs a pinned transformers release into its own cache folder and returns that folder."""
     return install_transformers
+
+
+def _class_source(name: str, new_name: str) -> str:
+    text = (FIXTURES / "rotary_classes.py").read_text()
+    [node] = [node for node in ast.parse(text).body if isinstance(node, ast.ClassDef) and node.name == name]
+    return ast.get_source_segment(text, node).replace(f"class {name}(", f"class {new_name}(", 1)
+
+
+def _write_module(path: Path, classes: dict[str, str]) -> None:
+    """A module of fixture classes under new names (new name -> fixture class)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = ["import torch", "from torch import nn"]
+    parts += [_class_source(name, new_name) for new_name, name in classes.items()]
+    path.write_text("\n\n\n".join(parts) + "\n")
+
+
+@pytest.fixture(scope="session")
+def fixture_module() -> Callable[[Path, dict[str, str]], None]:
+    """Writes a module of fixture classes (rotary_classes.py's) under new names: (path, {new name: fixture class})."""
+    return _write_module
+
+
+@pytest.fixture
+def compare_trees(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """tmp/before and tmp/after, each with <module>.py, the test standing in tmp/after; returns the module's name.
+
+    Before, `RotaryEmbedding` is the legacy fixture class (wrong from position 257 under zero.Init) and
+    `OldRotaryEmbedding` exists only there; after, `RotaryEmbedding` is the safe class and `NewRotaryEmbedding`
+    exists only there. The after side runs in the test's process, so the module is named after the test: a module
+    name is imported once per process."""
+    module = re.sub(r"\W", "_", request.node.name)
+    _write_module(
+        tmp_path / "before" / f"{module}.py",
+        {"RotaryEmbedding": "LegacyRotaryEmbedding", "OldRotaryEmbedding": "BufferedRotaryEmbedding"},
+    )
+    _write_module(
+        tmp_path / "after" / f"{module}.py",
+        {"RotaryEmbedding": "SafeRotaryEmbedding", "NewRotaryEmbedding": "SafeRotaryEmbedding"},
+    )
+    monkeypatch.chdir(tmp_path / "after")
+    return module
