@@ -22,7 +22,7 @@ from collections import namedtuple
 from functools import partial
 
 from rope_lint import TYPE_CHECKING, progress
-from rope_lint.config import Config, ConfigError, load
+from rope_lint.config import Config, ConfigError, load, load_file
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import LARGE_RUN, Settings, check_file, check_paths, check_source, map_files
 from rope_lint.files import Excludes, discover
@@ -44,13 +44,18 @@ class RunError(Exception):
     `rope-lint: error: ` and exits 2)."""
 
 
-class Options(namedtuple("Options", ("select", "ignore", "exclude", "verbose"), defaults=(None, None, None, False))):
+class Options(
+    namedtuple(
+        "Options", ("select", "ignore", "exclude", "verbose", "config"), defaults=(None, None, None, False, None)
+    )
+):
     """What chooses a run's rules and files, as the command line's flags do.
 
     `select` and `ignore` are lists of codes or prefixes (`RPL1`, `ALL`), `exclude` of glob patterns. Each replaces
-    the configuration's list when given; when None, the configuration's holds: that of the nearest pyproject.toml
-    with a `[tool.rope-lint]` section, else every rule and no exclusion. `ignore` also drops findings about the run
-    itself (RPL9xx), which `select` cannot. `verbose` prints the traceback of a rule that fails to stderr.
+    the configuration's list when given; when None, the configuration's holds: that of `config`, a pyproject.toml-style
+    file whose `[tool.rope-lint]` section is read (`--config`), when given; else that of the nearest pyproject.toml
+    with the section, else every rule and no exclusion. `ignore` also drops findings about the run itself (RPL9xx),
+    which `select` cannot. `verbose` prints the traceback of a rule that fails to stderr.
     """
 
     __slots__ = ()
@@ -58,6 +63,7 @@ class Options(namedtuple("Options", ("select", "ignore", "exclude", "verbose"), 
     ignore: list[str] | None  # default None
     exclude: list[str] | None  # default None
     verbose: bool  # default False
+    config: str | None  # default None
 
 
 def check(
@@ -67,18 +73,21 @@ def check(
     baseline: FilePath | None = None,
     diff_base: str | None = None,
     edits: bool = False,
+    edit_limit: int | None = None,
     cache: bool = True,
     show_progress: bool = False,
 ) -> Report:
     """The findings of `rope-lint check`.
 
     In: `paths`, files and folders as a command line gives them (folders are searched for Python files; the
-    configuration is found from the first path, `.` when there is none); `options`. And, as the flags of `check`:
-    `baseline`, a file `write_baseline` wrote, whose findings are left out; `diff_base`, a git ref: only findings on
-    lines changed since it are kept; `edits`, whether to compute each finding's edit (a LibCST parse per fixable
-    finding; SARIF shows them); `cache`, whether a run of many files may use the result cache in
-    `.rope_lint_cache/` at the configuration's root (never with `verbose`, which wants a fresh run's tracebacks);
-    `show_progress`, a progress bar on stderr, shown only on a terminal and for a long run.
+    configuration is found from the first path, `.` when there is none, unless `options.config` names it);
+    `options`. And, as the flags of `check`: `baseline`, a file `write_baseline` wrote, whose findings are left out;
+    `diff_base`, a git ref: only findings on lines changed since it are kept; `edits`, whether to compute each
+    finding's edit (a LibCST parse per fixable finding; SARIF and `full` show them), and with `edit_limit` only
+    those of the first `edit_limit` fixable findings (the others have none in the report: the `full` output shows a
+    screenful, and need not wait on a parse per finding of a whole tree); `cache`, whether a run of many files may
+    use the result cache in `.rope_lint_cache/` at the configuration's root (never with `verbose`, which wants a
+    fresh run's tracebacks); `show_progress`, a progress bar on stderr, shown only on a terminal and for a long run.
 
     Out: a `Report` of the findings, sorted by path and position within each file, files in the order found. A
     finding in a file transformers generates from a modular source names, in its message, the source (or parent
@@ -108,7 +117,16 @@ def check(
         return Report(findings)
     from rope_lint.fix.edits import finding_edits
 
-    return Report(findings, finding_edits(findings))
+    edited = findings if edit_limit is None else _through_fixable(findings, edit_limit)
+    return Report(findings, finding_edits(edited) + [[] for _ in findings[len(edited) :]])
+
+
+def _through_fixable(findings: list[Diagnostic], count: int) -> list[Diagnostic]:
+    """The findings up to and with the `count`th one that has a fix."""
+    fixable = [index for index, d in enumerate(findings) if d.fix is not None]
+    if len(fixable) <= count:
+        return findings
+    return findings[: fixable[count - 1] + 1] if count else []
 
 
 def write_baseline(
@@ -252,10 +270,10 @@ _TEXT_SETTINGS: dict[tuple[tuple[str, ...], tuple[str, ...], bool], Settings] = 
 
 
 def _resolved(paths: Sequence[str], options: Options) -> tuple[Config, Settings, list[str]]:
-    """The configuration found from the first path, with the options in place of what they give; the engine's
-    settings from it; and the files to read."""
+    """The configuration of `options.config`, else the one found from the first path, with the options in place of
+    what they give; the engine's settings from it; and the files to read."""
     try:
-        config = load(_first(paths))
+        config = load(_first(paths)) if options.config is None else load_file(options.config)
         for key in ("select", "ignore", "exclude"):
             if getattr(options, key) is not None:
                 setattr(config, key, getattr(options, key))

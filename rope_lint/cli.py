@@ -8,7 +8,7 @@ import codecs
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rope_lint import TYPE_CHECKING, __version__, api
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
@@ -17,7 +17,7 @@ from rope_lint.output import FORMATS, WITH_EDITS, renderer
 from rope_lint.rules import ALL_RULES, RULES_BY_CODE, documentation_page
 
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TextIO
 
 # What `main`, and each command's handler (`_check`, `_fix`, ...), returns.
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -148,12 +148,31 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 def _check_arguments(check: argparse.ArgumentParser) -> None:
     _add_selection_arguments(check)
-    check.add_argument("--output-format", choices=FORMATS, default="text")
+    check.add_argument(
+        "--output-format", choices=FORMATS, help="default: full on a terminal, else (and in an --output-file) text"
+    )
     check.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
     check.add_argument("--baseline", metavar="FILE", help="leave out the findings this baseline holds")
     check.add_argument("--diff-base", metavar="REF", help="report only findings on lines changed since a git ref")
+    check.add_argument(
+        "--fix", action="store_true", help="apply the fixes: the same as `rope-lint fix`, with the flags they share"
+    )
+    check.add_argument(
+        "--diff", action="store_true", help="print the fixes as a unified diff, write nothing: `fix --diff`"
+    )
+    check.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="with --fix or --diff, also apply fixes that may change a dtype; with --show-fixes, list them too",
+    )
+    check.add_argument(
+        "--show-fixes",
+        action="store_true",
+        help="after the findings, list per file and code those that `rope-lint fix` would fix (with --fix: fixed)",
+    )
+    _add_report_arguments(check)
     _add_run_arguments(check)
-    check.set_defaults(handler=_check)
+    check.set_defaults(handler=_check, verify=False)
 
 
 def _baseline_arguments(baseline: argparse.ArgumentParser) -> None:
@@ -177,6 +196,8 @@ def _fix_arguments(fix: argparse.ArgumentParser) -> None:
     fix.add_argument(
         "--statistics", action="store_true", help="also print the findings fixed per code, files changed, copy groups"
     )
+    fix.add_argument("--show-fixes", action="store_true", help="also list per file and code the findings fixed")
+    _add_report_arguments(fix)
     fix.set_defaults(handler=_fix)
 
 
@@ -202,8 +223,21 @@ def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore", type=_comma_separated, help="codes or prefixes to disable (comma-separated)")
     parser.add_argument("--exclude", type=_comma_separated, help="glob patterns of paths to skip (comma-separated)")
     parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read [tool.rope-lint] from this pyproject.toml-style file, not from the nearest pyproject.toml; "
+        "its patterns are relative to the file's folder",
+    )
+    parser.add_argument(
         "--verbose", action="store_true", help="print the traceback of a rule that fails, or of an internal error"
     )
+
+
+def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when findings remain (errors still exit 2)"
+    )
+    parser.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -223,7 +257,9 @@ def _selected_codes(value: str) -> list[str]:
 
 
 def _options(args: argparse.Namespace) -> api.Options:
-    return api.Options(select=args.select, ignore=args.ignore, exclude=args.exclude, verbose=args.verbose)
+    return api.Options(
+        select=args.select, ignore=args.ignore, exclude=args.exclude, verbose=args.verbose, config=args.config
+    )
 
 
 def _exit_code(diagnostics: list[Diagnostic]) -> int:
@@ -232,19 +268,53 @@ def _exit_code(diagnostics: list[Diagnostic]) -> int:
     return EXIT_FINDINGS if diagnostics else EXIT_CLEAN
 
 
+def _unless_exit_zero(code: int, args: argparse.Namespace) -> int:
+    """`code`, but 0 for findings (1) with `--exit-zero`: an error stays 2."""
+    return EXIT_CLEAN if args.exit_zero and code == EXIT_FINDINGS else code
+
+
+@contextlib.contextmanager
+def _report_stream(args: argparse.Namespace) -> Iterator[TextIO]:
+    """Where the report goes: the file `--output-file` names, opened before the run, so that a path that cannot be
+    written stops `fix` before it writes anything; else stdout."""
+    if args.output_file is None:
+        yield sys.stdout
+        return
+    with open(args.output_file, "w", encoding="utf-8", errors=_UNENCODABLE) as stream:
+        yield stream
+
+
 def _check(args: argparse.Namespace) -> int:
-    output_format = "statistics" if args.statistics else args.output_format
-    report = api.check(
-        args.paths,
-        _options(args),
-        baseline=args.baseline,
-        diff_base=args.diff_base,
-        edits=output_format in WITH_EDITS,
-        cache=not args.no_cache,
-        show_progress=not args.quiet,
-    )
-    sys.stdout.write(renderer(output_format)(report))
-    return _exit_code(report.findings)
+    if args.fix or args.diff:  # as in ruff: `check --fix` is `fix`, and `check --diff` is `fix --diff`
+        given = [flag for flag in ("output_format", "baseline", "diff_base") if getattr(args, flag) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise api.RunError(f"{flag} does not go with --fix or --diff, which print the report of `rope-lint fix`")
+        return _fix(args)
+    if args.unsafe_fixes and not args.show_fixes:
+        raise api.RunError("--unsafe-fixes goes with --fix, --diff or --show-fixes")
+    if args.show_fixes and args.output_format not in (None, "full", "text"):  # the others are read by programs
+        raise api.RunError(f"--show-fixes does not go with --output-format {args.output_format}, only full or text")
+    # A person reads a terminal: code frames, in colour unless NO_COLOR is set (no-color.org). Programs read the rest.
+    terminal = args.output_file is None and sys.stdout.isatty()
+    output_format = "statistics" if args.statistics else args.output_format or ("full" if terminal else "text")
+    with _report_stream(args) as stream:
+        report = api.check(
+            args.paths,
+            _options(args),
+            baseline=args.baseline,
+            diff_base=args.diff_base,
+            edits=output_format in WITH_EDITS,
+            edit_limit=WITH_EDITS.get(output_format),
+            cache=not args.no_cache,
+            show_progress=not args.quiet,
+        )
+        stream.write(renderer(output_format, colour=terminal and not os.environ.get("NO_COLOR"))(report))
+        if args.show_fixes:
+            from rope_lint.output.statistics import would_fix
+
+            stream.write(would_fix(report.findings, unsafe=args.unsafe_fixes))
+    return _unless_exit_zero(_exit_code(report.findings), args)
 
 
 def _baseline(args: argparse.Namespace) -> int:
@@ -262,16 +332,17 @@ def _baseline(args: argparse.Namespace) -> int:
 def _fix(args: argparse.Namespace) -> int:
     from rope_lint.output import fix_report
 
-    report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff, verify=args.verify)
-    sys.stderr.write(fix_report.failures(report))
-    sys.stdout.write(fix_report.render(report, statistics=args.statistics))
+    with _report_stream(args) as stream:
+        report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff, verify=args.verify)
+        sys.stderr.write(fix_report.failures(report))
+        stream.write(fix_report.render(report, statistics=args.statistics, show_fixes=args.show_fixes))
     if not args.verify:
-        return _exit_code(report.remaining)
+        return _unless_exit_zero(_exit_code(report.remaining), args)
     # With --verify the exit code is the proof's: 1 when a rewrite failed and was not written, never for the findings
     # that have no fix (they are printed all the same); 2, as always, for a run error or a diverged copy.
     if any(d.code in ERROR_CODES for d in report.remaining):
         return EXIT_ERROR
-    return EXIT_FINDINGS if report.verification_failed else EXIT_CLEAN
+    return _unless_exit_zero(EXIT_FINDINGS if report.verification_failed else EXIT_CLEAN, args)
 
 
 def _rules(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""`[tool.rope-lint]` in the nearest pyproject.toml, and the command-line flags that override it."""
+"""`[tool.rope-lint]` in the nearest pyproject.toml, or in the file `--config` names, and the command-line flags that
+override it."""
 
 from __future__ import annotations
 
@@ -41,11 +42,22 @@ def find_pyproject(start: str | os.PathLike[str]) -> str | None:
 
 
 def load(start: str | os.PathLike[str]) -> Config:
+    """The configuration of the nearest pyproject.toml at or above `start` (`find_pyproject`); every rule and no
+    exclusion where there is none."""
     pyproject = find_pyproject(start)
     if pyproject is None:
         return Config(root=os.getcwd())
+    return load_file(pyproject)
+
+
+def load_file(pyproject: str) -> Config:
+    """The configuration in the `[tool.rope-lint]` section of the file `pyproject` (`--config` names one), its
+    patterns relative to the file's folder. A file without the section is a ConfigError: whoever names a file means
+    its settings to apply."""
     table = _section(pyproject)
-    config = Config(root=os.path.dirname(pyproject), source=pyproject)
+    if table is None:
+        raise ConfigError(f"{pyproject}: no [tool.{SECTION}] section")
+    config = Config(root=os.path.dirname(os.path.abspath(pyproject)), source=pyproject)
     for key, value in table.items():
         if key in _LIST_KEYS:
             setattr(config, key, _string_list(value, pyproject, key))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,33 @@ def rope_lint(
         timeout=timeout,
         preexec_fn=preexec_fn,
     )
+
+
+def on_a_terminal(*args: str, cwd: Path, stream: str = "stdout", env: dict[str, str] | None = None) -> str:
+    """Run the CLI with `stream` (`stdout` or `stderr`) on a pseudo-terminal, as a person at a shell has it, and the
+    other a pipe; what it wrote to the terminal (whose line ends are `\r\n`)."""
+    primary, secondary = pty.openpty()
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "rope_lint", *args],
+            cwd=cwd,
+            env=env,
+            timeout=300,
+            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: secondary},
+        )
+    finally:
+        os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # EIO: the terminal's other end is closed and everything was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    return b"".join(chunks).decode()
 
 
 def pypi_wheel(package: str, version: str) -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import shlex
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from helpers import REPO, rope_lint
+from helpers import REPO, on_a_terminal, rope_lint
 
 from rope_lint import progress
 from rope_lint.cli import _parser
@@ -166,25 +165,8 @@ def test_text_ends_with_its_summary_and_concise_has_none(project: Path) -> None:
 
 
 def _stderr_on_a_terminal(*args: str, cwd: Path) -> str:
-    """Run the CLI with stderr on a pseudo-terminal, as a person at a shell has it; what it wrote there."""
-    primary, secondary = pty.openpty()
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "rope_lint", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=secondary, timeout=300
-        )
-    finally:
-        os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # EIO: the terminal's other end is closed and everything was read
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(primary)
-    return b"".join(chunks).decode()
+    """What the CLI wrote to stderr on a pseudo-terminal, as a person at a shell has it."""
+    return on_a_terminal(*args, cwd=cwd, stream="stderr")
 
 
 def test_progress_bar_only_on_a_terminal_and_not_with_quiet(tmp_path: Path) -> None:

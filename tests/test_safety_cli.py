@@ -193,7 +193,7 @@ def test_a_configuration_that_cannot_be_used_is_one_line_naming_the_file_and_exi
     ("arguments", "said"),
     [
         (["--line-length=3"], "rope-lint check: error: unrecognized arguments: --line-length=3"),
-        (["--config=pyproject.toml"], "rope-lint check: error: unrecognized arguments: --config=pyproject.toml"),
+        (["--config=pyproject.toml"], "rope-lint: error: pyproject.toml: cannot read: No such file or directory"),
         (["--output-format=xml"], "rope-lint check: error: argument --output-format: invalid choice: 'xml'"),
         (["--select=RPL999"], "rope-lint: error: unknown rule code or prefix: 'RPL999'"),
         (["--diff-base=HEAD"], "rope-lint: error: --diff-base needs a git repository: `git rev-parse --show-toplevel`"),

@@ -1,9 +1,10 @@
 """Output: a run's report in, the text to print out.
 
 `check` formats are one module each, with a `render(report: Report) -> str` that gives the whole output: findings,
-and the format's own summary where it has one. `statistics` is the `--statistics` view. `fix_report` and
-`baseline_report` define and print the reports of `rope-lint fix` and `rope-lint baseline`. Modules are imported on
-use, so that the formats a run does not ask for cost it nothing.
+and the format's own summary where it has one (`full` also takes a `paint`, from `colour`, for a terminal).
+`statistics` is the `--statistics` view. `fix_report` and `baseline_report` define and print the reports of
+`rope-lint fix` and `rope-lint baseline`. Modules are imported on use, so that the formats a run does not ask for
+cost it nothing.
 
 The reports are defined in this stage, where the outputs read them; the run layer (`rope_lint.api`) makes them.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 from collections import namedtuple
 from collections.abc import Callable
+from functools import partial
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
@@ -20,9 +22,12 @@ from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 if TYPE_CHECKING:
     from rope_lint.fix.edits import Replacement
 
-FORMATS = ("text", "concise", "json", "sarif", "github")
-# The formats that show each finding's own edit. The run computes edits only for them: a LibCST parse per finding.
-WITH_EDITS = ("sarif",)
+FORMATS = ("full", "text", "concise", "json", "sarif", "github")
+# The formats that show each finding's own edit, and of how many fixable findings at most (None: all). The run
+# computes edits only for them, a LibCST parse per finding: `full`, read by a person, shows the first screenfuls.
+WITH_EDITS: dict[str, int | None] = {"sarif": None, "full": 20}
+# The formats that colour what they print on a terminal that takes colour; the others never do.
+COLOURED = ("full",)
 
 
 class Report(namedtuple("Report", ("findings", "edits"), defaults=(None,))):
@@ -39,9 +44,15 @@ class Report(namedtuple("Report", ("findings", "edits"), defaults=(None,))):
         return [d for d in self.findings if d.code in ERROR_CODES]
 
 
-def renderer(output_format: str) -> Callable[[Report], str]:
-    """The `render` of a format of `FORMATS`, or of `statistics`."""
-    return importlib.import_module(f"rope_lint.output.{output_format}").render
+def renderer(output_format: str, colour: bool = False) -> Callable[[Report], str]:
+    """The `render` of a format of `FORMATS`, or of `statistics`; in ANSI colour with `colour`, for the formats
+    `COLOURED` names."""
+    render = importlib.import_module(f"rope_lint.output.{output_format}").render
+    if colour and output_format in COLOURED:
+        from rope_lint.output.colour import ansi
+
+        return partial(render, paint=ansi)
+    return render
 
 
 def counted(number: int, noun: str) -> str:

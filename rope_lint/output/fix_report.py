@@ -1,6 +1,6 @@
 """What `rope-lint fix` prints: with `--diff` the diff, then the findings left, with `--verify` a line for each class,
-function and model checked, with `--statistics` the findings fixed per code and what changed, and a closing count. The
-files a fix could not be applied to go to stderr."""
+function and model checked, with `--statistics` the findings fixed per code and what changed, with `--show-fixes`
+those fixed per file, and a closing count. The files a fix could not be applied to go to stderr."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import namedtuple
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.display import printable
 from rope_lint.output import counted
-from rope_lint.output.statistics import counts
+from rope_lint.output.statistics import by_file, counts
 from rope_lint.output.text import lines
 
 # What `fix --verify` found of one class, function or model.
@@ -67,8 +67,9 @@ class FixReport(
         return any(v.status == FAILED for v in self.verifications or ())
 
 
-def render(report: FixReport, statistics: bool = False) -> str:
-    """The standard output of `fix`; `statistics` adds the counts of `--statistics`."""
+def render(report: FixReport, statistics: bool = False, show_fixes: bool = False) -> str:
+    """The standard output of `fix`; `statistics` adds the counts of `--statistics`, `show_fixes` the findings fixed
+    per file of `--show-fixes`."""
     parts = [report.diff, lines(report.remaining)]
     if report.verifications is not None:
         parts += [v.render() for v in report.verifications]
@@ -77,6 +78,8 @@ def render(report: FixReport, statistics: bool = False) -> str:
         changed, groups = counted(report.files_changed, "file"), counted(report.copy_groups, "copy group")
         parts += [counts(report.fixed), f"{changed} changed, {groups} checked.\n"]
     verb = "Fixed" if report.written else "Would fix"
+    if show_fixes:
+        parts.append(by_file(report.fixed, f"{verb} {counted(len(report.fixed), 'finding')}"))
     parts.append(f"{verb} {counted(len(report.fixed), 'finding')}, {len(report.remaining)} remaining.\n")
     return "".join(parts)
 

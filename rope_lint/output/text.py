@@ -6,19 +6,24 @@ from __future__ import annotations
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
 from rope_lint.output import Report, counted
+from rope_lint.output.colour import BOLD, CYAN, RED, Paint, plain
+
+# The command that applies a fix of each safety.
+FIX_COMMANDS = {FixSafety.SAFE: "rope-lint fix", FixSafety.UNSAFE: "rope-lint fix --unsafe-fixes"}
 
 
 def render(report: Report) -> str:
     return lines(report.findings) + summary(report.findings) + "\n"
 
 
-def line(diagnostic: Diagnostic) -> str:
-    """`[*]` marks a finding that `rope-lint fix` fixes without `--unsafe-fixes`."""
+def line(diagnostic: Diagnostic, paint: Paint = plain) -> str:
+    """`[*]` marks a finding that `rope-lint fix` fixes without `--unsafe-fixes`. `paint` colours the parts (the
+    `full` output on a terminal)."""
     fix = diagnostic.fix
-    marker = " [*]" if fix is not None and fix.safety is FixSafety.SAFE else ""
+    marker = f" {paint(CYAN, '[*]')}" if fix is not None and fix.safety is FixSafety.SAFE else ""
     start = diagnostic.start
-    where = f"{printable(diagnostic.path)}:{start.line}:{start.column + 1}"
-    return f"{where}: {diagnostic.code}{marker} {printable(diagnostic.message)}"
+    where = f"{paint(BOLD, printable(diagnostic.path))}:{start.line}:{start.column + 1}"
+    return f"{where}: {paint(f'{BOLD};{RED}', diagnostic.code)}{marker} {printable(diagnostic.message)}"
 
 
 def lines(diagnostics: list[Diagnostic]) -> str:
@@ -34,7 +39,7 @@ def summary(diagnostics: list[Diagnostic]) -> str:
     unsafe = sum(1 for d in diagnostics if d.fix is not None and d.fix.safety is FixSafety.UNSAFE)
     parts = []
     if safe:
-        parts.append(f"[*] {safe} fixable with `rope-lint fix`")
+        parts.append(f"[*] {safe} fixable with `{FIX_COMMANDS[FixSafety.SAFE]}`")
     if unsafe:
-        parts.append(f"{unsafe} more with `rope-lint fix --unsafe-fixes`")
+        parts.append(f"{unsafe} more with `{FIX_COMMANDS[FixSafety.UNSAFE]}`")
     return f"Found {counted(len(diagnostics), 'finding')}." + (f" {'; '.join(parts)}." if parts else "")

@@ -1,0 +1,190 @@
+"""The flags ruff users reach for: `check --fix`, `--exit-zero`, `--config`, `--show-fixes`, `--output-file`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import on_a_terminal, rope_lint
+
+FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
+BF16_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.bfloat16)\n"  # RPL101, unsafe fix
+DIVISION = "import torch\ninv = 1.0 / (10000 ** (torch.arange(0, 64, 2) / 64))\n"  # RPL103, safe fix
+LOGSUMEXP = "import torch\ny = torch.log(torch.sum(torch.exp(x)))\n"  # RPL302, no fix
+SYNTAX_ERROR = "import torch\nt = torch.arange(8, dtype=torch.float32\n"  # RPL902
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    for name, text in {"a.py": FLOAT_ARANGE, "b.py": BF16_ARANGE, "c.py": DIVISION, "d.py": LOGSUMEXP}.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    return line
+
+
+def _found(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """Where each finding of a concise output is, and its code."""
+    return [line[: line.index(": ") + len(": RPL101")] for line in result.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("flags", [[], ["--unsafe-fixes"], ["--diff"], ["--show-fixes", "--statistics"]])
+def test_check_fix_is_fix(project: Path, flags: list[str]) -> None:
+    twin = project.with_name("twin")
+    shutil.copytree(project, twin)
+    by_check = rope_lint("check", "--fix", *flags, ".", cwd=project)
+    by_fix = rope_lint("fix", *flags, ".", cwd=twin)
+    assert (by_check.returncode, by_check.stdout, by_check.stderr) == (by_fix.returncode, by_fix.stdout, by_fix.stderr)
+    assert by_check.returncode == 1  # the RPL302 finding has no fix
+    assert {p.name: p.read_text() for p in project.iterdir()} == {p.name: p.read_text() for p in twin.iterdir()}
+    changed = (project / "a.py").read_text() != FLOAT_ARANGE
+    assert changed is ("--diff" not in flags)
+
+
+def test_check_diff_is_fix_diff_and_writes_nothing(project: Path) -> None:
+    result = rope_lint("check", "--diff", ".", cwd=project)
+    assert result.stdout == rope_lint("fix", "--diff", ".", cwd=project).stdout
+    assert "+t = torch.arange(4096, dtype=torch.int64).float()" in result.stdout
+    assert (project / "a.py").read_text() == FLOAT_ARANGE
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--fix", "--output-format", "json"], "--output-format does not go with --fix or --diff"),
+        (["--diff", "--baseline", "b.json"], "--baseline does not go with --fix or --diff"),
+        (["--fix", "--diff-base", "HEAD"], "--diff-base does not go with --fix or --diff"),
+        (["--unsafe-fixes"], "--unsafe-fixes goes with --fix, --diff or --show-fixes"),
+        (["--show-fixes", "--output-format", "sarif"], "--show-fixes does not go with --output-format sarif"),
+    ],
+)
+def test_flags_that_do_not_go_together_are_one_line_and_write_nothing(
+    project: Path, flags: list[str], message: str
+) -> None:
+    assert _one_error_line(rope_lint("check", *flags, ".", cwd=project)).startswith(f"rope-lint: error: {message}")
+    assert (project / "a.py").read_text() == FLOAT_ARANGE
+
+
+@pytest.mark.parametrize("command", [["check"], ["fix"], ["check", "--fix"]])
+def test_exit_zero_for_findings_but_not_for_errors(project: Path, command: list[str]) -> None:
+    assert rope_lint(*command, ".", cwd=project).returncode == 1  # d.py's finding has no fix
+    result = rope_lint(*command, "--exit-zero", ".", cwd=project)
+    assert result.returncode == 0
+    assert "RPL302" in result.stdout  # the findings are still reported
+    (project / "e.py").write_text(SYNTAX_ERROR)
+    assert rope_lint(*command, "--exit-zero", ".", cwd=project).returncode == 2
+    assert rope_lint(*command, "--exit-zero", "--select", "RPL999", ".", cwd=project).returncode == 2
+
+
+def test_config_file_replaces_the_nearest_pyproject_and_its_patterns_are_relative_to_it(
+    project: Path, tmp_path: Path
+) -> None:
+    (project / "pyproject.toml").write_text('[tool.rope-lint]\nselect = ["RPL103"]\n')
+    (project / "skip").mkdir()
+    (project / "skip" / "s.py").write_text(FLOAT_ARANGE)
+    (tmp_path / "lint.toml").write_text('[tool.rope-lint]\nselect = ["RPL1"]\nexclude = ["project/skip"]\n')
+    # The project's own pyproject.toml: RPL103 only.
+    assert _found(rope_lint("check", "--output-format", "concise", ".", cwd=project)) == ["c.py:2:24: RPL103"]
+    # The file named: RPL1, and project/skip (relative to the file's folder, not to the project) left out.
+    named = rope_lint("check", "--config", "../lint.toml", "--output-format", "concise", ".", cwd=project)
+    assert _found(named) == ["a.py:2:5: RPL101", "b.py:2:5: RPL101", "c.py:2:24: RPL103"]
+    # `fix` reads it too: RPL101's safe fix is applied, which the project's own RPL103-only file would not select.
+    rope_lint("fix", "--config", str(tmp_path / "lint.toml"), ".", cwd=project)
+    assert (project / "a.py").read_text() != FLOAT_ARANGE
+    assert (project / "skip" / "s.py").read_text() == FLOAT_ARANGE
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "cannot read: No such file or directory"),
+        ("[tool.rope-lint\n", "invalid TOML"),
+        ("[tool.ruff]\nselect = []\n", "no [tool.rope-lint] section"),
+        ('[tool.rope-lint]\nselect = "RPL1"\n', "[tool.rope-lint] select must be a list of strings"),
+    ],
+)
+def test_a_config_file_that_cannot_be_used_is_one_line(project: Path, text: str | None, message: str) -> None:
+    if text is not None:
+        (project / "lint.toml").write_text(text)
+    for command in ("check", "fix"):
+        line = _one_error_line(rope_lint(command, "--config", "lint.toml", ".", cwd=project))
+        assert line.startswith("rope-lint: error: lint.toml: ") and message in line
+    assert (project / "a.py").read_text() == FLOAT_ARANGE
+
+
+def test_show_fixes_lists_per_file_what_fix_would_fix(project: Path) -> None:
+    result = rope_lint("check", "--show-fixes", ".", cwd=project)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    start = lines.index("Would fix 2 findings with `rope-lint fix`:")
+    assert lines[start - 1].startswith("Found 4 findings.")  # after the report, its summary included
+    assert lines[start:] == [
+        "Would fix 2 findings with `rope-lint fix`:",
+        "- a.py:",
+        "    1  RPL101  [*] float-arange",
+        "- c.py:",
+        "    1  RPL103  [*] default-dtype-division",
+    ]
+    unsafe = rope_lint("check", "--show-fixes", "--unsafe-fixes", ".", cwd=project).stdout.splitlines()
+    assert "Would fix 3 findings with `rope-lint fix --unsafe-fixes`:" in unsafe and "- b.py:" in unsafe
+    clean = rope_lint("check", "--show-fixes", "d.py", cwd=project).stdout.splitlines()
+    assert clean[-1] == "Would fix 0 findings with `rope-lint fix`."
+
+
+def test_fix_show_fixes_lists_per_file_what_it_fixed(project: Path) -> None:
+    lines = rope_lint("fix", "--show-fixes", ".", cwd=project).stdout.splitlines()
+    assert lines[-6:] == [
+        "Fixed 2 findings:",
+        "- a.py:",
+        "    1  RPL101  [*] float-arange",
+        "- c.py:",
+        "    1  RPL103  [*] default-dtype-division",
+        "Fixed 2 findings, 2 remaining.",
+    ]
+
+
+# `--diff`, so that the fix leaves the files as they were for the second run.
+@pytest.mark.parametrize("command", [["check"], ["fix", "--diff"], ["check", "--fix", "--diff"]])
+def test_output_file_takes_the_report_and_stdout_gets_none_of_it(project: Path, command: list[str]) -> None:
+    expected = rope_lint(*command, ".", cwd=project).stdout
+    result = rope_lint(*command, "--output-file", "report.txt", ".", cwd=project)
+    assert result.returncode == 1 and result.stdout == ""
+    assert (project / "report.txt").read_text() == expected
+    # On a terminal too: the file gets `text`, without colour; the terminal gets nothing.
+    (project / "report.txt").unlink()
+    assert on_a_terminal("check", "--output-file", "report.txt", "a.py", cwd=project) == ""
+    written = (project / "report.txt").read_text()
+    assert written == rope_lint("check", "a.py", cwd=project).stdout
+    assert "\x1b" not in written and "  |" not in written
+
+
+@pytest.mark.parametrize("command", [["check"], ["fix"]])
+def test_an_output_file_that_cannot_be_written_is_one_line_and_fix_writes_nothing(
+    project: Path, command: list[str]
+) -> None:
+    line = _one_error_line(rope_lint(*command, "--output-file", "no/such/folder/out.txt", ".", cwd=project))
+    assert line == "rope-lint: error: no/such/folder/out.txt: No such file or directory"
+    assert (project / "a.py").read_text() == FLOAT_ARANGE
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        ("check", ["--fix", "--unsafe-fixes", "--diff", "--show-fixes", "--exit-zero", "--config", "--output-file"]),
+        ("fix", ["--unsafe-fixes", "--diff", "--show-fixes", "--exit-zero", "--config", "--output-file"]),
+    ],
+)
+def test_every_convention_is_in_the_help(command: str, flags: list[str]) -> None:
+    shown = rope_lint(command, "--help").stdout
+    assert [flag for flag in flags if f"  {flag}" not in shown] == []
+    if command == "check":
+        assert "{full,text,concise,json,sarif,github}" in shown and "default: full on a terminal" in shown
