@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from array import array
 from collections import namedtuple
 from collections.abc import Callable
 from functools import lru_cache
@@ -179,6 +180,14 @@ def _lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
+def line_starts(text: str) -> array[int]:
+    """Where each line of the text starts, as the parser numbers lines, and where the text ends: line n is
+    `text[starts[n - 1] : starts[n]]`."""
+    starts = array("q", [0])
+    starts.extend(match.end() for match in _LINE.finditer(text))
+    return starts
+
+
 def package_root(path: str) -> str | None:
     """The `transformers` package folder that the resolved `path` is or lies in (a checkout's `src/transformers` or an
     unpacked wheel), or None."""
@@ -201,8 +210,6 @@ def _generated_text(path: FilePath) -> str | None:
         return None
 
 
-# A whole tree's findings point at the same few files (Llama's rotary class): read and parse each once. The cache
-# keys on the text, so that a file that a fix rewrote is read afresh.
 def file_text(path: str) -> str:
     try:
         return read_regular(path, SOURCE_LIMIT).decode("utf-8")
@@ -210,12 +217,17 @@ def file_text(path: str) -> str:
         return ""
 
 
-@lru_cache(maxsize=64)
-def parsed_text(text: str) -> ast.Module | None:
+def parsed_once(text: str) -> ast.Module | None:
+    """The text's syntax tree, or None where it does not parse; not kept (`parsed_text` keeps the last 64)."""
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError):
         return None
+
+
+# A whole tree's findings point at the same few files (Llama's rotary class): read and parse each once. The cache
+# keys on the text, so that a file that a fix rewrote is read afresh.
+parsed_text = lru_cache(maxsize=64)(parsed_once)
 
 
 def _parse(path: str) -> ast.Module | None:
@@ -262,16 +274,15 @@ def parent_files(modular: str, tree: ast.Module) -> dict[str, str]:
 
 
 def same_kind(
-    class_name: str, modular: str, tree: ast.Module, parse: Callable[[str], ast.Module | None] | None = None
+    class_name: str, modular: str, tree: ast.Module, class_names: Callable[[str], list[str]] | None = None
 ) -> list[str]:
     """Classes of the parent models named like `class_name` but for the model prefix (`LlamaRotaryEmbedding` for
-    `MistralRotaryEmbedding`), longest shared suffix first. `parse` gives a parent file's tree (from disk unless
-    given)."""
+    `MistralRotaryEmbedding`), longest shared suffix first. `class_names` gives a parent file's top-level class names
+    (from disk unless given); `tree` needs only the modular source's imports."""
     parents = parent_files(modular, tree)
     candidates = list(parents)
     for path in dict.fromkeys(parents.values()):  # in import order, not a set's: the same answer on every run
-        parent_tree = (parse or _parse)(path)
-        candidates += [node.name for node in parent_tree.body if isinstance(node, ast.ClassDef)] if parent_tree else []
+        candidates += (class_names or _class_names)(path)
     words = re.split(_CAMEL_BOUNDARY, class_name)
     for cut in range(1, len(words)):
         suffix = "".join(words[cut:])
@@ -297,6 +308,11 @@ def _from_parents(modular: str, tree: ast.Module, bases: list[str], statement: s
                     return Origin(deeper.path, deeper.line, deeper.inherited_from or base, via)
                 return Origin(path, found, inherited_from=base)
     return None
+
+
+def _class_names(path: str) -> list[str]:
+    tree = _parse(path)
+    return [node.name for node in tree.body if isinstance(node, ast.ClassDef)] if tree else []
 
 
 def _definition(path: str, name: str) -> Definition | None:

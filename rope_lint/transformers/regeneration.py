@@ -22,6 +22,7 @@ import ast
 import copy
 import os
 import re
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -57,14 +58,50 @@ class Violation:
         return Diagnostic(_shown(self.path), REGENERATION_DIFFERS, "regeneration-differs", message, position, position)
 
 
+class Span(NamedTuple):
+    """Where a top-level definition lies in its file (1-based lines)."""
+
+    first: int  # its first decorator's line, or `line`
+    line: int  # the `def` or `class` line
+    end: int
+    bases: tuple[str, ...] | None  # a class's bases that are plain names; None for a function
+
+
+class Outline(NamedTuple):
+    """What the check reads of a whole file: its top-level definitions by name (the first of a name) and its `from`
+    imports. A file's definitions are parsed one at a time when the check reads them: a whole tree's syntax trees
+    held at once took a gigabyte."""
+
+    definitions: dict[str, Span]
+    imports: ast.Module  # the top-level `from ... import` statements, for `generated.parent_files`
+
+
+def outline(text: str) -> Outline | None:
+    """The text's outline, or None where it does not parse."""
+    tree = generated.parsed_once(text)
+    if tree is None:
+        return None
+    definitions: dict[str, Span] = {}
+    for node in tree.body:
+        if isinstance(node, generated.DEFINITIONS) and node.name not in definitions:
+            first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+            bases = (
+                tuple(b.id for b in node.bases if isinstance(b, ast.Name)) if isinstance(node, ast.ClassDef) else None
+            )
+            definitions[node.name] = Span(first, node.lineno, node.end_lineno or node.lineno, bases)
+    return Outline(definitions, ast.Module([node for node in tree.body if isinstance(node, ast.ImportFrom)], []))
+
+
 class TreeView:
     """A transformers tree as it is on disk, but for the files in `texts` (resolved paths): the tree before a fix
-    (original texts) or after it (fixed texts not written yet)."""
+    (original texts) or after it (fixed texts not written yet). `outlines` (by text) is shared by the views of one
+    check, so that a file that the fix left alone is parsed once for both."""
 
-    def __init__(self, texts: dict[str, str]) -> None:
+    def __init__(self, texts: dict[str, str], outlines: dict[str, Outline | None]) -> None:
         self.texts = texts
-        self._trees: dict[str, ast.Module | None] = {}
-        self._lines: dict[str, list[str]] = {}
+        self._outlines = outlines
+        self._definitions: dict[tuple[str, str], ast.stmt | None] = {}
+        self._line_starts: dict[str, array[int]] = {}
         self.renamed: dict[tuple[str, ...], ast.stmt | None] = {}  # parent definitions as renamed for a child
         self._normal: dict[int, tuple[ast.AST, str]] = {}  # by id, holding the node so that the id stays its own
 
@@ -72,11 +109,32 @@ class TreeView:
         real = os.path.realpath(path)
         return self.texts[real] if real in self.texts else generated.file_text(real)
 
-    def tree(self, path: str) -> ast.Module | None:
+    def outline(self, path: str) -> Outline | None:
+        text = self.text(path)
+        if text not in self._outlines:
+            self._outlines[text] = outline(text)
+        return self._outlines[text]
+
+    def definition(self, path: str, name: str) -> ast.stmt | None:
+        """The first top-level definition `name` of `path`, with the file's line numbers, or None."""
         real = os.path.realpath(path)
-        if real not in self._trees:
-            self._trees[real] = generated.parsed_text(self.text(real))
-        return self._trees[real]
+        if (real, name) not in self._definitions:
+            span = self.span(real, name)
+            parsed = generated.parsed_once(self._between(real, span.first, span.end)) if span else None
+            node = parsed.body[0] if parsed and parsed.body else None
+            if node is not None and span is not None:
+                ast.increment_lineno(node, span.first - 1)
+            self._definitions[(real, name)] = node
+        return self._definitions[(real, name)]
+
+    def span(self, path: str, name: str) -> Span | None:
+        """Where the first top-level definition `name` of `path` lies, or None."""
+        found = self.outline(path)
+        return found.definitions.get(name) if found else None
+
+    def class_names(self, path: str) -> list[str]:
+        found = self.outline(path)
+        return [name for name, span in found.definitions.items() if span.bases is not None] if found else []
 
     def normal(self, node: ast.AST) -> str:
         """The code as regeneration must give it: docstrings aside, which the converter merges its own way."""
@@ -84,18 +142,25 @@ class TreeView:
             self._normal[id(node)] = (node, _normal(node))
         return self._normal[id(node)][1]
 
-    def segment(self, path: str, node: ast.stmt) -> str:
-        """The code of a top-level statement of `path` (`ast.get_source_segment`, which splits the file every time)."""
+    def segment(self, path: str, span: Span) -> str:
+        """The code of a top-level definition of `path`, from its `def` or `class` line on, without parsing it."""
+        return self._between(path, span.line, span.end)
+
+    def _between(self, path: str, first: int, last: int) -> str:
+        """Lines `first` to `last` of `path`. Each file's lines are kept as where they start: a string per line of a
+        whole tree took 70 MB."""
         real = os.path.realpath(path)
-        if real not in self._lines:
-            self._lines[real] = self.text(real).splitlines(keepends=True)
-        return "".join(self._lines[real][node.lineno - 1 : node.end_lineno])
+        if real not in self._line_starts:
+            self._line_starts[real] = generated.line_starts(self.text(real))
+        starts = self._line_starts[real]
+        return self.text(real)[starts[first - 1] : starts[min(last, len(starts) - 1)]]
 
 
 def violations(before: dict[str, str], after: dict[str, str]) -> list[Violation]:
     """What the fix that turned each file of `before` (resolved path: text) into its text in `after` broke of
     regeneration: every generated file that changed, or whose modular source changed, is checked."""
-    old, new = TreeView(before), TreeView(after)
+    outlines: dict[str, Outline | None] = {}
+    old, new = TreeView(before, outlines), TreeView(after, outlines)
     changed = [path for path in after if before.get(path) != after[path]]
     found: list[Violation] = []
     for path in sorted(_generated_files(changed, new)):
@@ -142,17 +207,20 @@ def _generated_files(changed: list[str], view: TreeView) -> set[str]:
 
 def _file_violations(path: str, old: TreeView, new: TreeView) -> list[Violation]:
     modular = generated.modular_source(path, new.text(path))
-    before, after, modular_tree = old.tree(path), new.tree(path), new.tree(modular) if modular else None
-    if modular is None or before is None or after is None or modular_tree is None:
+    before, after = old.outline(path), new.outline(path)
+    if modular is None or before is None or after is None or new.outline(modular) is None:
         return []
-    old_definitions, found = _definitions(before), []
-    for name, node in _definitions(after).items():
-        previous = old_definitions.get(name)
+    found: list[Violation] = []
+    for name, span in after.definitions.items():
+        previous_span = before.definitions.get(name)
         recipe_before, recipe_after = _recipe(old, modular, name), _recipe(new, modular, name)
-        if previous is None or recipe_before is None or recipe_after is None:
+        if previous_span is None or recipe_before is None or recipe_after is None:
             continue
-        unchanged = old.segment(path, previous) == new.segment(path, node)
+        unchanged = old.segment(path, previous_span) == new.segment(path, span)
         if unchanged and _sources(old, modular, recipe_before) == _sources(new, modular, recipe_after):
+            continue
+        previous, node = old.definition(path, name), new.definition(path, name)
+        if previous is None or node is None:
             continue
         expected_before = _expected(old, path, modular, recipe_before)
         expected_after = _expected(new, path, modular, recipe_after)
@@ -194,8 +262,8 @@ def _class_violations(
             found.append(Violation(path, line, f"{node.name}.{member}", reason, (path, modular, origin)))
     if not changed:
         return found
-    inherited_before = _defined_by_bases(node, old.tree(path))
-    inherited_after = _defined_by_bases(node, new.tree(path))
+    inherited_before = _defined_by_bases(node, old, path)
+    inherited_after = _defined_by_bases(node, new, path)
     for members, members_before in ((expected_after, expected_before), (have_after, have_before)):
         undefined = _undefined_reads(members, inherited_after) - _undefined_reads(members_before, inherited_before)
         if undefined:
@@ -225,36 +293,37 @@ class _Recipe(NamedTuple):
     """Where regeneration takes a top-level definition from: the modular source's own definition of that name (or
     None), merged over the parent definitions (file, name in it, name in the child), first to last."""
 
-    own: ast.stmt | None
+    own: str | None  # the name, where the modular source defines it
     parents: tuple[tuple[str, str, str], ...]
 
 
 def _recipe(view: TreeView, modular: str, name: str) -> _Recipe | None:
     """How regeneration gives the top-level `name` of a generated file from its modular source; None where the model
     cannot tell."""
-    tree = view.tree(modular)
-    if tree is None:
+    modular_outline = view.outline(modular)
+    if modular_outline is None:
         return None
-    parents = generated.parent_files(modular, tree)
-    own = next((node for node in tree.body if isinstance(node, generated.DEFINITIONS) and node.name == name), None)
-    if isinstance(own, ast.ClassDef):
-        bases = [base.id for base in reversed(own.bases) if isinstance(base, ast.Name) and base.id in parents]
-        return _Recipe(own, tuple((parents[base], base, name) for base in bases))
+    parents = generated.parent_files(modular, modular_outline.imports)
+    own = modular_outline.definitions.get(name)
     if own is not None:
-        return _Recipe(own, ())
+        bases = [base for base in reversed(own.bases or ()) if base in parents]
+        return _Recipe(name, tuple((parents[base], base, name) for base in bases))
     # Not in the modular source: pulled in from a parent model's file, renamed.
-    candidates = generated.same_kind(name, modular, tree, view.tree) if re.match(r"[A-Z]", name) else [name]
+    if re.match(r"[A-Z]", name):
+        candidates = generated.same_kind(name, modular, modular_outline.imports, view.class_names)
+    else:
+        candidates = [name]
     for candidate in candidates:
         for parent in dict.fromkeys(parents.values()):
-            if _top_level(view, parent, candidate) is not None:
+            if view.span(parent, candidate) is not None:
                 return _Recipe(None, ((parent, candidate, name),))
     return None
 
 
 def _sources(view: TreeView, modular: str, recipe: _Recipe) -> list[str]:
     """The code that a recipe reads: what decides whether the fix changed a definition's origin."""
-    read = [(modular, recipe.own), *((path, _top_level(view, path, name)) for path, name, _ in recipe.parents)]
-    return [view.segment(path, node) if node else "" for path, node in read]
+    read = [(modular, recipe.own), *((path, name) for path, name, _ in recipe.parents)]
+    return [view.segment(path, span) if name and (span := view.span(path, name)) else "" for path, name in read]
 
 
 def _expected(view: TreeView, path: str, modular: str, recipe: _Recipe) -> Members:
@@ -267,27 +336,22 @@ def _expected(view: TreeView, path: str, modular: str, recipe: _Recipe) -> Membe
             members.update(_members(renamed, parent))
         elif renamed is not None:
             members[new_name] = (renamed, parent)
-    if isinstance(recipe.own, ast.ClassDef):
-        for member, (code, origin) in _members(recipe.own, modular).items():
+    own = view.definition(modular, recipe.own) if recipe.own else None
+    if isinstance(own, ast.ClassDef):
+        for member, (code, origin) in _members(own, modular).items():
             inherited = members.get(member)
             members[member] = (_with_super_inlined(code, inherited[0]) if inherited else code, origin)
-    elif recipe.own is not None:
-        members[recipe.own.name] = (recipe.own, modular)
+    elif own is not None:
+        members[own.name] = (own, modular)
     return members
-
-
-def _top_level(view: TreeView, path: str, name: str) -> ast.stmt | None:
-    tree = view.tree(path)
-    definitions = tree.body if tree else []
-    return next((n for n in definitions if isinstance(n, generated.DEFINITIONS) and n.name == name), None)
 
 
 def _renamed_definition(view: TreeView, parent: str, name: str, new_name: str, generated_path: str) -> ast.stmt | None:
     """The top-level definition `name` of the parent model's file, as the child model's file gets it."""
     key = (parent, name, new_name, os.path.dirname(generated_path))
     if key not in view.renamed:
-        node = _top_level(view, parent, name)
-        code = _renamed(view.segment(parent, node), _renames(name, new_name, parent, generated_path)) if node else ""
+        span = view.span(parent, name)
+        code = _renamed(view.segment(parent, span), _renames(name, new_name, parent, generated_path)) if span else ""
         try:
             body = ast.parse(code).body
         except (SyntaxError, ValueError):
@@ -416,25 +480,22 @@ def _is_self_attribute(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
-def _defined_by_bases(cls: ast.ClassDef, tree: ast.Module | None) -> set[str]:
-    """What the bases of `cls` that its own file defines define on `self`, and their bases', and so on."""
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)} if tree else {}
+def _defined_by_bases(cls: ast.ClassDef, view: TreeView, path: str) -> set[str]:
+    """What the bases of `cls` that its own file (`path` in `view`) defines define on `self`, and their bases', and
+    so on."""
+    classes = set(view.class_names(path))
     defined: set[str] = set()
     pending = [base.id for base in cls.bases if isinstance(base, ast.Name)]
     seen: set[str] = set()
     while pending and len(seen) < _NAME_DEPTH:
         name = pending.pop()
-        base = classes.get(name)
-        if base is None or name in seen:
+        base = view.definition(path, name) if name in classes else None
+        if not isinstance(base, ast.ClassDef) or name in seen:
             continue
         seen.add(name)
         defined |= set(_members(base, "")) | _stored(base)
         pending += [parent.id for parent in base.bases if isinstance(parent, ast.Name)]
     return defined
-
-
-def _definitions(tree: ast.Module) -> dict[str, generated.Definition]:
-    return {node.name: node for node in tree.body if isinstance(node, generated.DEFINITIONS)}
 
 
 def _shown(path: str) -> str:
