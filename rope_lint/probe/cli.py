@@ -194,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         "progress": _terminal_progress if show_progress else None,
         "budget": args.max_memory,
         "runtime": args.runtime_cost,
+        "curves": args.plot is not None,
     }
     try:
         if args.compare is not None:

@@ -49,7 +49,12 @@ def tables_under(trigger: Trigger, recipe: Recipe) -> Tables:
 
 
 def _probe_recipe(
-    result: ClassResult, recipe: Recipe, fp32_tables: Tables, triggers: Sequence[Trigger], threshold: float
+    result: ClassResult,
+    recipe: Recipe,
+    fp32_tables: Tables,
+    triggers: Sequence[Trigger],
+    threshold: float,
+    curves: bool = False,
 ) -> None:
     result.construction, result.positions, result.dim = recipe.style, recipe.positions, fp32_tables.cos.shape[1]
     try:
@@ -59,7 +64,7 @@ def _probe_recipe(
         return
     result.reference, result.reference_note = reference.kind, reference.note
     result.textbook = reference.textbook
-    yardstick = Yardstick(reference.tables, threshold)
+    yardstick = Yardstick(reference.tables, threshold, curves)
     for trigger in triggers:
         try:
             # The fp32 trigger is exactly the trial build that found the recipe; its tables are reused.
@@ -115,9 +120,11 @@ def probe_class(
     threshold: float,
     budget: int = DEFAULT_BUDGET,
     runtime: bool = False,
+    curves: bool = False,
 ) -> list[ClassResult]:
     """One result per table the class provides (one per layer type for per-layer-type classes); with `runtime`,
-    each measured one's run-time cost too (see cost.py)."""
+    each measured one's run-time cost too (see cost.py); with `curves`, each measurement's error at each position
+    (for --plot)."""
     name = qualified_name(cls)
     try:
         recipes = recipes_within_budget(cls, positions, budget)
@@ -130,7 +137,7 @@ def probe_class(
             continue
         recipe, fp32_tables = entry
         result = ClassResult(f"{name}[{recipe.variant}]" if recipe.variant else name)
-        _probe_recipe(result, recipe, fp32_tables, triggers, threshold)
+        _probe_recipe(result, recipe, fp32_tables, triggers, threshold, curves)
         if runtime and result.measured:
             result.runtime = runtime_cost(recipe)
         results.append(result)
@@ -145,8 +152,10 @@ def probe(
     progress: Progress | None = None,
     budget: int = DEFAULT_BUDGET,
     runtime: bool = False,
+    curves: bool = False,
 ) -> ProbeReport:
-    """Discover the targets' rotary classes and probe each. Raises discover.TargetError for a usage error."""
+    """Discover the targets' rotary classes and probe each (`curves`: see probe_class). Raises discover.TargetError
+    for a usage error."""
     triggers = [TRIGGERS[name] for name in trigger_names]
     discovery = discover(targets)
     results = []
@@ -158,7 +167,7 @@ def probe(
             if progress is not None:
                 progress(index, len(discovery.classes), qualified_name(cls))
             with quiet_model_code():
-                class_results = probe_class(cls, triggers, positions, threshold, budget, runtime)
+                class_results = probe_class(cls, triggers, positions, threshold, budget, runtime, curves)
                 for result in class_results:
                     result.found_by = discovery.found_by[qualified_name(cls)]
                 results.extend(class_results)

@@ -75,13 +75,15 @@ def test_compared_figures_have_a_panel_per_side(compare_trees, tmp_path, capsys)
     assert near[0] > 3 * near[1] > 0
 
 
-def test_the_curve_is_each_positions_largest_cos_error(in_repo):
-    [result] = probe([LEGACY], ["zero-init-bf16"], 512, 4e-3).classes
+def test_the_curve_is_each_positions_largest_cos_error_and_kept_only_for_a_plot(in_repo):
+    [result] = probe([LEGACY], ["zero-init-bf16"], 512, 4e-3, curves=True).classes
     measurement = result.triggers[0].measurement
     curve = measurement.cos_error_by_position
     assert curve.shape == (512,)
     assert curve.max().item() == numpy.float32(measurement.cos_max_abs_error)
     assert curve[:257].max().item() < 4e-3 < curve[257].item()
+    [result] = probe([LEGACY], ["zero-init-bf16"], 512, 4e-3).classes
+    assert result.triggers[0].measurement.cos_error_by_position is None
 
 
 def test_file_names_are_safe_and_unique():
