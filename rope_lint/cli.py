@@ -276,12 +276,19 @@ def _unless_exit_zero(code: int, args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _report_stream(args: argparse.Namespace) -> Iterator[TextIO]:
     """Where the report goes: the file `--output-file` names, opened before the run, so that a path that cannot be
-    written stops `fix` before it writes anything; else stdout."""
+    written stops `fix` before it writes anything; else stdout. A run that fails leaves no report file it made."""
     if args.output_file is None:
         yield sys.stdout
         return
-    with open(args.output_file, "w", encoding="utf-8", errors=_UNENCODABLE) as stream:
-        yield stream
+    made = not os.path.lexists(args.output_file)
+    try:
+        with open(args.output_file, "w", encoding="utf-8", errors=_UNENCODABLE) as stream:
+            yield stream
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                os.unlink(args.output_file)
+        raise
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -168,6 +168,13 @@ def test_output_file_takes_the_report_and_stdout_gets_none_of_it(project: Path, 
 
 
 @pytest.mark.parametrize("command", [["check"], ["fix"]])
+def test_a_run_that_fails_leaves_no_output_file_behind(project: Path, command: list[str]) -> None:
+    line = _one_error_line(rope_lint(*command, "--select", "RPL999", "--output-file", "report.txt", ".", cwd=project))
+    assert "RPL999" in line
+    assert not (project / "report.txt").exists()
+
+
+@pytest.mark.parametrize("command", [["check"], ["fix"]])
 def test_an_output_file_that_cannot_be_written_is_one_line_and_fix_writes_nothing(
     project: Path, command: list[str]
 ) -> None:
