@@ -61,7 +61,7 @@ class CopyChecker:
         """Every copy comment in the package."""
         found: list[Copy] = []
         for path in sorted(self.root.rglob("*.py")):
-            for number, line in enumerate(self._read(path) or []):
+            for number, line in enumerate(self._read(path, needed="Copied from") or []):
                 if "Copied from" not in line:
                     continue
                 match = _COPY_COMMENT.search(line)
@@ -142,12 +142,18 @@ class CopyChecker:
         start = index - 1
         return lines, start, _block_end(lines, start, indent)
 
-    def _read(self, path: Path) -> list[str] | None:
+    def _read(self, path: Path, needed: str | None = None) -> list[str] | None:
+        """The file's lines, cached; with `needed`, None for a file whose text lacks it, and not cached: most of a
+        package has no copy, and its lines held by both checkers of a fix took 85 MB."""
         if path not in self._lines:
             try:
-                self._lines[path] = read_regular(path, SOURCE_LIMIT).decode("utf-8").splitlines(keepends=True)
+                text = read_regular(path, SOURCE_LIMIT).decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 self._lines[path] = None
+                return None
+            if needed is not None and needed not in text:
+                return None
+            self._lines[path] = text.splitlines(keepends=True)
         return self._lines[path]
 
 

@@ -183,7 +183,7 @@ def _lines(text: str) -> list[str]:
 def line_starts(text: str) -> array[int]:
     """Where each line of the text starts, as the parser numbers lines, and where the text ends: line n is
     `text[starts[n - 1] : starts[n]]`."""
-    starts = array("q", [0])
+    starts = array("i", [0])  # 4 bytes an offset: a source file is read only up to 50 MB
     starts.extend(match.end() for match in _LINE.finditer(text))
     return starts
 
@@ -228,6 +228,12 @@ def parsed_once(text: str) -> ast.Module | None:
 # A whole tree's findings point at the same few files (Llama's rotary class): read and parse each once. The cache
 # keys on the text, so that a file that a fix rewrote is read afresh.
 parsed_text = lru_cache(maxsize=64)(parsed_once)
+
+
+def release_caches() -> None:
+    """Drop the cached syntax trees and lines: after a fix's map they are not read again, and hold 70 MB."""
+    parsed_text.cache_clear()
+    _lines.cache_clear()
 
 
 def _parse(path: str) -> ast.Module | None:

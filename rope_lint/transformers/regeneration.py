@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import hashlib
 import os
 import re
 from array import array
@@ -73,7 +74,7 @@ class Outline(NamedTuple):
     held at once took a gigabyte."""
 
     definitions: dict[str, Span]
-    imports: ast.Module  # the top-level `from ... import` statements, for `generated.parent_files`
+    imports: ast.Module  # the top-level `from ... import` statements of other models' modules, for `parent_files`
 
 
 def outline(text: str) -> Outline | None:
@@ -89,17 +90,25 @@ def outline(text: str) -> Outline | None:
                 tuple(b.id for b in node.bases if isinstance(b, ast.Name)) if isinstance(node, ast.ClassDef) else None
             )
             definitions[node.name] = Span(first, node.lineno, node.end_lineno or node.lineno, bases)
-    return Outline(definitions, ast.Module([node for node in tree.body if isinstance(node, ast.ImportFrom)], []))
+    # Only the imports that can name another model's module (`..llama.modeling_llama`): a whole tree's others took
+    # 25 MB.
+    imports = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.level != 1 and node.module and "." in node.module
+    ]
+    return Outline(definitions, ast.Module(imports, []))
 
 
 class TreeView:
     """A transformers tree as it is on disk, but for the files in `texts` (resolved paths): the tree before a fix
-    (original texts) or after it (fixed texts not written yet). `outlines` (by text) is shared by the views of one
-    check, so that a file that the fix left alone is parsed once for both."""
+    (original texts) or after it (fixed texts not written yet). `outlines` (by the text's digest) is shared by the
+    views of one check, so that a file that the fix left alone is parsed once for both."""
 
-    def __init__(self, texts: dict[str, str], outlines: dict[str, Outline | None]) -> None:
+    def __init__(self, texts: dict[str, str], outlines: dict[bytes, Outline | None]) -> None:
         self.texts = texts
         self._outlines = outlines
+        self._outline_of: dict[str, Outline | None] = {}
         self._definitions: dict[tuple[str, str], ast.stmt | None] = {}
         self._line_starts: dict[str, array[int]] = {}
         self.renamed: dict[tuple[str, ...], ast.stmt | None] = {}  # parent definitions as renamed for a child
@@ -110,10 +119,15 @@ class TreeView:
         return self.texts[real] if real in self.texts else generated.file_text(real)
 
     def outline(self, path: str) -> Outline | None:
-        text = self.text(path)
-        if text not in self._outlines:
-            self._outlines[text] = outline(text)
-        return self._outlines[text]
+        real = os.path.realpath(path)
+        if real not in self._outline_of:
+            text = self.text(real)
+            # Shared by a digest of the text, not the text itself: a whole tree's texts held took 25 MB.
+            digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+            if digest not in self._outlines:
+                self._outlines[digest] = outline(text)
+            self._outline_of[real] = self._outlines[digest]
+        return self._outline_of[real]
 
     def definition(self, path: str, name: str) -> ast.stmt | None:
         """The first top-level definition `name` of `path`, with the file's line numbers, or None."""
@@ -159,7 +173,7 @@ class TreeView:
 def violations(before: dict[str, str], after: dict[str, str]) -> list[Violation]:
     """What the fix that turned each file of `before` (resolved path: text) into its text in `after` broke of
     regeneration: every generated file that changed, or whose modular source changed, is checked."""
-    outlines: dict[str, Outline | None] = {}
+    outlines: dict[bytes, Outline | None] = {}
     old, new = TreeView(before, outlines), TreeView(after, outlines)
     changed = [path for path in after if before.get(path) != after[path]]
     found: list[Violation] = []
