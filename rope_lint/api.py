@@ -205,7 +205,7 @@ def fix(
     # still regenerates to them.
     outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=True), files)
     outcomes = with_converter_import_layout(outcomes, diff_only=diff)
-    generated.release_caches()  # the memory is the checks' below
+    generated.release_caches()  # the map's cached trees are not read again: their memory goes to the checks below
     verifications = None
     if verify:
         from rope_lint.verify.run import verified_outcomes

@@ -160,12 +160,8 @@ def _folder_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with --compare's or --plot's folder, checked before any probing; None when nothing is."""
     if args.compare is not None and not args.compare.is_dir():
         return f"--compare {args.compare}: {'not a folder' if args.compare.exists() else 'no such folder'}"
-    if args.plot is not None:
-        if args.plot.exists() and not args.plot.is_dir():
-            return f"--plot {args.plot}: not a folder"
-        from rope_lint.probe.plot import missing_matplotlib
-
-        return missing_matplotlib()
+    if args.plot is not None and args.plot.exists() and not args.plot.is_dir():
+        return f"--plot {args.plot}: not a folder"
     return None
 
 
@@ -174,8 +170,14 @@ def run(args: argparse.Namespace) -> int:
     2 on usage errors."""
     problem = _folder_problem(args)
     if problem is not None:
-        print(problem if problem.startswith("rope-lint") else f"rope-lint probe: error: {problem}", file=sys.stderr)
+        print(f"rope-lint probe: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    if args.plot is not None:
+        from rope_lint.probe.plot import missing_matplotlib
+
+        if hint := missing_matplotlib():
+            print(hint, file=sys.stderr)
+            return EXIT_USAGE
     try:
         import torch  # noqa: F401  (only checks that the optional extra is installed)
     except ImportError:

@@ -109,10 +109,8 @@ def _head(text: str) -> ast.Module | None:
     the whole text of a large file takes many times as long. The whole module otherwise."""
     definition = _DEFINITION.search(text)
     if definition is not None and not _IMPORT.search(text, definition.start()):
-        try:
-            head = ast.parse(text[: definition.start()])
-        except (SyntaxError, ValueError):  # the cut fell inside a string: the whole file decides
-            head = None
+        # None where the cut fell inside a string: the whole file decides.
+        head = generated.parsed_once(text[: definition.start()])
         if head is not None and head.body:
             return head
     return generated.parsed_text(text)

@@ -366,11 +366,8 @@ def _renamed_definition(view: TreeView, parent: str, name: str, new_name: str, g
     if key not in view.renamed:
         span = view.span(parent, name)
         code = _renamed(view.segment(parent, span), _renames(name, new_name, parent, generated_path)) if span else ""
-        try:
-            body = ast.parse(code).body
-        except (SyntaxError, ValueError):
-            body = []
-        view.renamed[key] = body[0] if body else None
+        parsed = generated.parsed_once(code)
+        view.renamed[key] = parsed.body[0] if parsed and parsed.body else None
     return view.renamed[key]
 
 
