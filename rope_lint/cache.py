@@ -1,9 +1,11 @@
-"""The result cache of `check`: findings by file content, so that a second run reads files but checks none.
+"""The result cache of `check`: findings by file content, so that a second run checks no file it has seen.
 
-A file's entry is keyed by its bytes and the codes its path ignores (`content_key`); the cache file is named
-by everything else its findings depend on: rope-lint's own code, the rules selected and their settings. It lives in
-`.rope_lint_cache/` beside the configuration, which holds a `.gitignore` of its own, as ruff's cache does. Runs of
-fewer files than `engine.LARGE_RUN` check them without it.
+A file's findings are keyed by its bytes and the codes its path ignores (`content_key`); the cache file is named
+by everything else its findings depend on: rope-lint's own code, the rules selected and their settings. Beside them
+it keeps each file's status with its key (`files.status_signature`), so that a file whose status is unchanged is not
+read again, and the answers of the packages that a finding's public helpers send the check to (`callers`), with a
+fingerprint of the package's files. It lives in `.rope_lint_cache/` beside the configuration, which holds a
+`.gitignore` of its own, as ruff's cache does. Runs of fewer files than `engine.LARGE_RUN` check them without it.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ _SIZE_LIMIT = 256 * 1024 * 1024
 # Past this many entries, a cache keeps only the files of the run that writes it.
 _MAX_ENTRIES = 100_000
 # The layout of an entry: a cache file of another layout is never read. 2: fixes hold typed payloads; 3: the helpers a
-# finding rests on.
-_FORMAT = "3"
+# finding rests on; 4: files' statuses and packages' answers beside the findings.
+_FORMAT = "4"
+# A cache file's parts: findings by content key, statuses and keys by path, answers by package.
+_PARTS = ("results", "files", "packages")
 # The fix payloads an entry can hold, by their type's name.
 _PAYLOAD_TYPES = {payload.__name__: payload for rule in ALL_RULES for payload in rule.fix_payloads}
 
@@ -45,14 +49,21 @@ class ResultCache:
         self.file = folder / f"check-{settings_key}.json"
         self._entries: dict[str, list[list[Any]]] = {}
         self._seen: dict[str, list[list[Any]]] = {}
+        # A file's status and its key, by absolute path: of the cache file, and learnt by this run.
+        self._statuses: dict[str, list[Any]] = {}
+        self._learnt_statuses: dict[str, list[Any]] = {}
+        # The packages' answers (`PackageCallers.remember`), of the cache file, then of this run.
+        self.packages: dict[str, Any] = {}
+        self._loaded_packages: dict[str, Any] = {}
         try:
             # JSON, not pickle: a cache file is read from the project, and must not be able to run code. Only a regular
             # file, not a link, in a folder that is not a link: a cache in any other state is not followed, but ignored.
             if not stat.S_ISDIR(os.lstat(folder).st_mode):
                 return
             loaded = json.loads(read_regular(self.file, _SIZE_LIMIT, follow_symlinks=False))
-            if isinstance(loaded, dict):
-                self._entries = loaded
+            if isinstance(loaded, dict) and all(isinstance(loaded.get(part), dict) for part in _PARTS):
+                self._entries, self._statuses, self._loaded_packages = (loaded[part] for part in _PARTS)
+                self.packages = dict(self._loaded_packages)
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             pass  # no cache yet, or one that cannot be read: the run checks every file and writes a new one
 
@@ -65,6 +76,19 @@ class ResultCache:
     def __bool__(self) -> bool:
         """Whether the cache holds anything to look up."""
         return bool(self._entries)
+
+    def key_by_status(self, path: str, status: list[int] | None) -> str | None:
+        """The key of the file at `path` that an earlier run read, where its status (`status_signature`) is still
+        what it was then; None where it must be read."""
+        known = self._statuses.get(os.path.abspath(path)) if status is not None else None
+        if not isinstance(known, list) or known[:-1] != status or not isinstance(known[-1], str):
+            return None  # unknown, changed, or an entry this version did not write (`status` is never empty)
+        return known[-1]
+
+    def learn_status(self, path: str, status: list[int] | None, key: str) -> None:
+        """That the file at `path`, whose status was `status` before it was read, has the key `key`."""
+        if status is not None:
+            self._learnt_statuses[os.path.abspath(path)] = [*status, key]
 
     def get(self, key: str, path: str) -> list[Diagnostic] | None:
         found = self._entries.get(key)
@@ -83,9 +107,14 @@ class ResultCache:
     def save(self) -> None:
         """Write the cache, atomically; a folder that cannot be written leaves the run uncached, not failed."""
         new = {key: found for key, found in self._seen.items() if key not in self._entries}
-        if not new:
+        statuses = {path: known for path, known in self._learnt_statuses.items() if self._statuses.get(path) != known}
+        if not new and not statuses and self.packages == self._loaded_packages:
             return
         entries = {**self._entries, **new} if len(self._entries) + len(new) <= _MAX_ENTRIES else self._seen
+        if len(self._statuses) + len(statuses) <= _MAX_ENTRIES:
+            statuses = {**self._statuses, **statuses}
+        else:
+            statuses = self._learnt_statuses
         try:
             self.folder.mkdir(exist_ok=True)
             if not stat.S_ISDIR(os.lstat(self.folder).st_mode):
@@ -100,7 +129,8 @@ class ResultCache:
             return
         try:
             with os.fdopen(descriptor, "wb") as stream:
-                stream.write(json.dumps(entries, separators=(",", ":")).encode())
+                parts = (entries, statuses, self.packages)
+                stream.write(json.dumps(dict(zip(_PARTS, parts, strict=True)), separators=(",", ":")).encode())
             os.replace(temporary, self.file)
             _remove_stale(self.folder)
         except OSError:

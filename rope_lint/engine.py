@@ -15,7 +15,7 @@ from functools import partial
 from rope_lint import TYPE_CHECKING, prefilter
 from rope_lint.config import Config
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
-from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, read_regular
+from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, read_regular, status_signature
 from rope_lint.prefilter import candidates
 from rope_lint.rules import matches
 from rope_lint.rules.analysis.callers import PackageCallers
@@ -152,15 +152,16 @@ def check_file(path: FilePath, settings: Settings) -> list[Diagnostic]:
     return [data] if isinstance(data, Diagnostic) else settings.callers.standing(_check_bytes(path, data, settings))
 
 
-def check_file_keyed(path: FilePath, settings: Settings) -> tuple[str | None, list[Diagnostic]]:
-    """The file's findings before the package is asked (`_findings`), and the key they are cached under (None when the
-    file could not be read)."""
+def check_file_keyed(path: FilePath, settings: Settings) -> tuple[list[int] | None, str | None, list[Diagnostic]]:
+    """The file's findings before the package is asked (`_findings`), the key they are cached under (None when the
+    file could not be read), and the file's status before it was read."""
     from rope_lint.cache import content_key
 
+    status = status_signature(path)
     data = read_bytes(path)
     if isinstance(data, Diagnostic):
-        return None, [data]
-    return content_key(data, settings.ignored_codes(path)), _check_bytes(path, data, settings)
+        return None, None, [data]
+    return status, content_key(data, settings.ignored_codes(path)), _check_bytes(path, data, settings)
 
 
 def read_triggered(path: FilePath, settings: Settings) -> SourceFile | Diagnostic | None:
@@ -200,22 +201,30 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
     from rope_lint.cache import content_key
 
     found: dict[FilePath, list[Diagnostic]] = {}
-    if cache:  # a run with a cache to use reads every file here, and checks only the others in parallel
+    if cache:  # a run with a cache to use looks every file up here, and checks only the others in parallel
         for path in paths:
-            data = read_bytes(path)
-            if isinstance(data, Diagnostic):
-                continue  # reported by the check below
-            key = content_key(data, settings.ignored_codes(path))
+            status = status_signature(path)
+            key = cache.key_by_status(str(path), status)
+            if key is None:  # a file whose status changed, or that the cache does not know: its bytes say
+                data = read_bytes(path)
+                if isinstance(data, Diagnostic):
+                    continue  # reported by the check below
+                key = content_key(data, settings.ignored_codes(path))
             cached = cache.get(key, str(path))
             if cached is not None:
                 found[path] = cached
+                cache.learn_status(str(path), status, key)
     unknown = [path for path in paths if path not in found]
     results = map_files(partial(check_file_keyed, settings=settings), unknown)
-    for path, (key, diagnostics) in zip(unknown, results, strict=True):
+    for path, (status, key, diagnostics) in zip(unknown, results, strict=True):
         found[path] = diagnostics
         if key is not None:
             cache.put(key, diagnostics)
-    return settings.callers.standing([d for path in paths for d in found[path]])
+            cache.learn_status(str(path), status, key)
+    settings.callers.remember(cache.packages)
+    standing = settings.callers.standing([d for path in paths for d in found[path]])
+    cache.packages = settings.callers.answers_to_remember()
+    return standing
 
 
 def map_files(work: Callable[[FilePath], T], files: list[FilePath]) -> list[T]:

@@ -9,6 +9,7 @@ import io
 import os
 import re
 import stat
+import time
 from collections import namedtuple
 from collections.abc import Iterable, Iterator
 
@@ -74,6 +75,24 @@ def read_regular(path: FilePath, limit: int, follow_symlinks: bool = True) -> by
         raise RefusedFileError(f"{too_large} (it grew while it was read)")
     finally:
         os.close(descriptor)
+
+
+# A file written this recently may be written again within one tick of the file system's clock and keep its size:
+# until it is older, its status says nothing of its bytes (git's "racily clean" index entries).
+_SETTLING_NS = 2_000_000_000
+
+
+def status_signature(path: FilePath) -> list[int] | None:
+    """What the file's status says of its bytes while it stays the same: its size, modification and change times and
+    inode (a write, a rename over it or a restored modification time each change one). None where it cannot be
+    read, or changed too recently to be told apart this way."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    if max(status.st_mtime_ns, status.st_ctime_ns) > time.time_ns() - _SETTLING_NS:
+        return None
+    return [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
 
 
 class Excludes:

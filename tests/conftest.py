@@ -54,3 +54,16 @@ def fixed_probe() -> Callable[[AcceptanceRun], dict[str, Any]]:
         return reports[release.version]
 
     return run
+
+
+@pytest.fixture
+def settled_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file system's clock read as a minute later: every file written so far has settled, so that its status
+    stands for its bytes (`files.status_signature`), as on a tree edited longer ago than the cache's run."""
+    import time
+    import types
+
+    from rope_lint import files
+
+    real = time.time_ns
+    monkeypatch.setattr(files, "time", types.SimpleNamespace(time_ns=lambda: real() + 60 * 10**9))

@@ -118,6 +118,64 @@ def test_a_warm_run_checks_only_the_files_that_changed(tmp_path: Path, checked_p
     assert checked_paths == [tmp_path / "pkg" / "clean_05.py"]
 
 
+@pytest.fixture
+def read_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files whose bytes the run reads, in this process (one core), in order."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    read: list[str] = []
+    real = engine.read_bytes
+
+    def counting(path: str) -> bytes | Diagnostic:
+        read.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(engine, "read_bytes", counting)
+    return read
+
+
+def test_a_warm_run_reads_no_file_whose_status_is_as_the_cache_saw_it(
+    tmp_path: Path, read_paths: list[str], settled_files: None
+) -> None:
+    files = tree(tmp_path)
+    settings = Settings(select_rules(["ALL"], []), tmp_path)
+    cold = cached_run(tmp_path, files, settings)
+    read_paths.clear()
+    assert cached_run(tmp_path, files, settings) == cold
+    assert read_paths == []
+
+    # The same size and modification time, other bytes: the change time tells (one tick of the clock later).
+    hazard = tmp_path / "pkg" / "hazard_0.py"
+    before = hazard.stat()
+    time.sleep(0.05)
+    hazard.write_text(FLOAT_ARANGE.replace("torch.float16)", "torch.int64)  "))
+    os.utime(hazard, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert hazard.stat().st_size == before.st_size and hazard.stat().st_mtime_ns == before.st_mtime_ns
+    assert found_in(cached_run(tmp_path, files, settings)) == [("hazard_1.py", "RPL101"), ("merge.py", "RPL301")]
+    assert set(read_paths) == {"hazard_0.py"}  # looked up by its bytes, then checked
+
+    # Moved over by a file of the same size and times: another inode.
+    read_paths.clear()
+    replacement = tmp_path / "replacement"
+    replacement.write_text(FLOAT_ARANGE.replace("torch.float16)", "torch.int32)  "))
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, tmp_path / "pkg" / "hazard_1.py")
+    assert found_in(cached_run(tmp_path, files, settings)) == [("merge.py", "RPL301")]
+    assert set(read_paths) == {"hazard_1.py"}
+
+
+def test_a_file_changed_within_the_clock_s_resolution_is_read_on_every_run(
+    tmp_path: Path, read_paths: list[str]
+) -> None:
+    """Without the settled clock, every file of the tree has just been written: a write in the same tick as the
+    run's look at it would leave its status as it was, so the run reads it again, and the findings follow its bytes."""
+    files = tree(tmp_path)
+    settings = Settings(select_rules(["ALL"], []), tmp_path)
+    cold = cached_run(tmp_path, files, settings)
+    read_paths.clear()
+    assert cached_run(tmp_path, files, settings) == cold
+    assert sorted(read_paths) == sorted(path.name for path in files)
+
+
 def test_a_file_with_the_content_of_another_is_reported_under_its_own_path(
     tmp_path: Path, checked_paths: list[Path]
 ) -> None:
@@ -167,9 +225,10 @@ def test_no_cache_writes_nothing(tmp_path: Path) -> None:
 
 def poison(cache_file: Path) -> None:
     """Every entry of a cache file made to answer with a finding that no check makes."""
-    entries = json.loads(cache_file.read_bytes())
+    loaded = json.loads(cache_file.read_bytes())
     fake = ["RPL101", "float-arange", "poisoned entry", 99, 0, 99, 1, None, []]
-    cache_file.write_text(json.dumps({key: [fake] for key in entries}))
+    loaded["results"] = {key: [fake] for key in loaded["results"]}
+    cache_file.write_text(json.dumps(loaded))
 
 
 def test_no_cache_reads_no_cache(tmp_path: Path) -> None:
@@ -188,6 +247,10 @@ CORRUPTIONS = {
     "empty": b"",
     "truncated": json.dumps({"0" * 64: []}).encode()[:-5],
     "not a dict": json.dumps(["a", "list"]).encode(),
+    "an older layout": json.dumps({"0" * 64: []}).encode(),
+    "parts of the wrong kinds": json.dumps(
+        {"results": {"0" * 64: "x"}, "files": {"/a.py": [], "/b.py": "x"}, "packages": {"/": [1, [["a"]]]}}
+    ).encode(),
     "deeply nested": b"[" * 100_000,
     # A pickle that imports a module when loaded: a cache that could run code could run anyone's.
     "a pickle": b"\x80\x04cno_such_module\nName\n.",

@@ -4,14 +4,17 @@ through every way a module can reach it, and a cached result never hides a chang
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from helpers import rope_lint
 
+from rope_lint.cache import ResultCache
 from rope_lint.engine import LARGE_RUN, Settings, check_paths
 from rope_lint.files import Excludes, discover
 from rope_lint.rules import select_rules
+from rope_lint.rules.analysis import callers
 
 HELPER = "import torch\n\n\ndef positions(n: int):\n    return torch.arange(n, dtype=torch.float32)\n"
 MODEL = (
@@ -119,6 +122,34 @@ def test_a_warm_cache_answers_for_the_other_modules_as_they_are_now(tmp_path: Pa
     after = rope_lint("check", "--select", "RPL101", "--output-format", "concise", ".", cwd=tmp_path)
     assert after.returncode == 1 and "pkg/helpers.py:5:" in after.stdout, after.stdout + after.stderr
     assert (tmp_path / ".rope_lint_cache").is_dir()
+
+
+def test_a_warm_cache_reads_no_other_module_until_one_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settled_files: None
+) -> None:
+    """The package's answers are kept with its files' statuses: a warm run of unchanged files reads none of them; a
+    constructor added in another module is answered for."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    fillers = {f"clean_{index:02}.py": "import torch\nx = torch.arange(4)\n" for index in range(LARGE_RUN)}
+    folder = package(tmp_path, {"model.py": FORWARD_ONLY, **fillers})
+    paths = list(discover([str(folder)], Excludes([], str(folder))))
+    settings = Settings(select_rules(["RPL101"], []), str(tmp_path))
+    read: list[str] = []
+    real = callers.read_regular
+    monkeypatch.setattr(callers, "read_regular", lambda path, *rest: read.append(path) or real(path, *rest))
+
+    def cached_run() -> list[str]:
+        cache = ResultCache.for_run(tmp_path, ["RPL101"], {})
+        found = check_paths(paths, Settings(settings.rules, str(tmp_path)), cache)
+        cache.save()
+        return [f"{Path(d.path).name}:{d.start.line}" for d in found]
+
+    assert cached_run() == [] and read, "the cold run reads the package"
+    read.clear()
+    assert cached_run() == [] and read == []
+    (folder / "other.py").write_text(CONSTRUCTORS["a relative import"])
+    paths.append(str(folder / "other.py"))
+    assert cached_run() == ["helpers.py:5"]
 
 
 def test_fix_leaves_a_helper_alone_when_its_finding_does_not_stand(tmp_path: Path) -> None:

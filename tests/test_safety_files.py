@@ -208,10 +208,10 @@ def test_a_cache_entry_with_a_malformed_value_is_checked_again(tmp_path: Path, v
     large_tree(tmp_path)
     first = api.check([str(tmp_path)]).findings
     [cache_file] = (tmp_path / FOLDER).glob("check-*.json")
-    entries = json.loads(cache_file.read_text())
-    [key] = entries  # every file has the same bytes
+    loaded = json.loads(cache_file.read_text())
+    [key] = entries = loaded["results"]  # every file has the same bytes
     entries[key][0][3] = "LINE"  # the finding's line
-    cache_file.write_text(json.dumps(entries).replace('"LINE"', value))
+    cache_file.write_text(json.dumps(loaded).replace('"LINE"', value))
     assert api.check([str(tmp_path)]).findings == first
 
 

@@ -10,21 +10,27 @@ as a call in the helper's own file does; any other use (the function passed as a
 run at construction.
 
 Looked up by the engine after each file's check (`Diagnostic.if_called_at_construction`), so that a cached result
-never depends on another file.
+never depends on another file. The result cache keeps a package's answers with a fingerprint of its files' statuses
+(`remember`): a warm run reads none of them while none has changed.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import re
 from collections.abc import Iterator
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, discover, read_regular
+from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, discover, read_regular, status_signature
 from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext, FunctionNode
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class PackageCallers:
@@ -39,6 +45,26 @@ class PackageCallers:
         # in one reading of the package.
         self._mentions: dict[tuple[str, str], list[str]] = {}
         self._wanted: set[tuple[str, str]] = set()
+        # Answers of an earlier run by package: the fingerprint of the package's files then, and (path, name, answer)
+        # rows; the fingerprints of this run's packages, taken before their first answer; the packages it looked in.
+        self._remembered: dict[str, Any] = {}
+        self._fingerprints: dict[str, str | None] = {}
+        self._looked_in: set[str] = set()
+
+    def remember(self, packages: dict[str, Any]) -> None:
+        """Take the answers of an earlier run (`answers_to_remember`), as a package's that has not changed since."""
+        self._remembered = packages
+
+    def answers_to_remember(self) -> dict[str, Any]:
+        """The answers by package, for a later run: those remembered, and this run's where no file of the package has
+        changed since before the first was found."""
+        packages = dict(self._remembered)
+        for top in self._looked_in:
+            fingerprint = self._fingerprints[top]
+            if fingerprint is not None and fingerprint == self._fingerprint(top):
+                answers = self._answers.items()
+                packages[top] = [fingerprint, [[*key, answer] for key, answer in answers if self._top(key[0]) == top]]
+        return packages
 
     def standing(self, diagnostics: list[Diagnostic], source: str | None = None) -> list[Diagnostic]:
         """The findings that stand, resolved: a finding that rests on public helpers stands where another module of
@@ -60,9 +86,40 @@ class PackageCallers:
     def called_at_construction(self, path: str, name: str) -> bool:
         key = (os.path.abspath(path), name)
         if key not in self._answers:
+            top = self._top(key[0])
+            if top not in self._fingerprints:
+                self._fingerprints[top] = self._fingerprint(top)
+                self._answers.update(self._remembered_answers(top))
+        if key not in self._answers:
             self._answers[key] = False  # a cycle of helpers calling one another proves nothing more
             self._answers[key] = self._look_up(*key)
+            self._looked_in.add(self._top(key[0]))
         return self._answers[key]
+
+    def _remembered_answers(self, top: str) -> dict[tuple[str, str], bool]:
+        """The earlier run's answers for the package, where its files are as they were then."""
+        remembered = self._remembered.get(top)
+        fingerprint = self._fingerprints[top]
+        if not isinstance(remembered, list) or len(remembered) != 2 or fingerprint is None:
+            return {}
+        if remembered[0] != fingerprint or not isinstance(remembered[1], list):
+            return {}
+        answers = {}
+        for row in remembered[1]:
+            if isinstance(row, list) and len(row) == 3 and all(isinstance(part, str) for part in row[:2]):
+                answers[(row[0], row[1])] = row[2] is True
+        return answers
+
+    def _fingerprint(self, top: str) -> str | None:
+        """A digest of the package's files and their statuses (`status_signature`); None where one changed too
+        recently for its status to tell."""
+        digest = hashlib.blake2b(digest_size=16)
+        for module in self._modules(top):
+            status = status_signature(module)
+            if status is None and os.path.exists(module):
+                return None
+            digest.update(f"{module}\0{status}\n".encode())
+        return digest.hexdigest()
 
     def _look_up(self, path: str, name: str) -> bool:
         """Whether a module of the package calls the helper at construction, or none calls it at all: a public
