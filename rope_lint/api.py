@@ -185,6 +185,7 @@ def fix(
         with_converter_import_layout,
         with_held_fix_written,
     )
+    from rope_lint.fix.origins import release_caches
     from rope_lint.fix.write import remove_stale_temporaries, why_not_writable, writable_roots
     from rope_lint.output.fix_report import FixReport
     from rope_lint.transformers import generated
@@ -205,7 +206,7 @@ def fix(
     # still regenerates to them.
     outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=True), files)
     outcomes = with_converter_import_layout(outcomes, diff_only=diff)
-    generated.release_caches()  # the map's cached trees are not read again: their memory goes to the checks below
+    release_caches()  # the map's cached trees and origins are not read again: their memory goes to the checks below
     verifications = None
     if verify:
         from rope_lint.verify.run import verified_outcomes

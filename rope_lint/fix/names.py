@@ -30,18 +30,23 @@ class ModuleNames:
         self.meant: dict[str, str] = {}
         # Names a function or comprehension may rebind in a scope it does not own: a `global`, `nonlocal` or `:=`.
         self.redirected: set[str] = set()
-        # How often each name is bound anywhere: more often than at module level means a scope of the file binds it.
-        self._bound = Counter[str]()
+        bound: list[str] = []
         for node in ast.walk(tree):
-            self._bound.update(name for name, _ in _bindings(node))
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                for name, qualified in _import_bindings(node):
-                    if qualified is not None:
-                        self.meant[name] = qualified
+            if type(node) is ast.Name:  # most nodes: one test for them (a name read binds nothing)
+                if type(node.ctx) is not ast.Load:
+                    bound.append(node.id)
+            elif isinstance(node, _BINDING_NODES):
+                bound += [name for name, _ in _bindings(node)]
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    for name, qualified in _import_bindings(node):
+                        if qualified is not None:
+                            self.meant[name] = qualified
             elif isinstance(node, ast.Global | ast.Nonlocal):
                 self.redirected.update(node.names)
             elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
                 self.redirected.add(node.target.id)
+        # How often each name is bound anywhere: more often than at module level means a scope of the file binds it.
+        self._bound = Counter(bound)
         # Every module-level binding of a name: the module an import binds it to, or None for any other binding.
         self.module_level: dict[str, list[str | None]] = {}
         for statement in tree.body:
@@ -188,6 +193,13 @@ def _module_level_bindings(statement: ast.stmt) -> list[tuple[str, str | None]]:
         elif not isinstance(node, ast.Lambda):
             pending += ast.iter_child_nodes(node)
     return found
+
+
+# The nodes that `_bindings` finds a name bound by, besides `ast.Name`.
+_BINDING_NODES = (
+    *(ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg),
+    *(ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping),
+)
 
 
 def _bindings(node: ast.AST) -> list[tuple[str, str | None]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
@@ -32,8 +33,8 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
     is not generated, a class codemod (which rewrites every copy alike), or a finding without a match."""
     if generated.modular_source(path, text) is None:
         return findings
-    origins: dict[str, tuple[list[Diagnostic], ModuleNames]] = {}
-    here: ModuleNames | None = None
+    origins: dict[str, tuple[list[Diagnostic], dict[str, str]]] = {}
+    here: dict[str, str] | None = None  # what the file's imported names mean
     lines = text.splitlines()
     result = []
     for finding in findings:
@@ -45,10 +46,7 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
             result.append(finding)
             continue
         if found.path not in origins and len(origins) < _CACHED_ORIGINS:
-            origin_text = generated.file_text(found.path)
-            tree = generated.parsed_text(origin_text)
-            checked = check_source(found.path, origin_text, settings) if tree else []
-            origins[found.path] = (checked, ModuleNames(origin_text, tree or ast.Module([], [])))
+            origins[found.path] = _checked_origin(found.path, generated.file_text(found.path), settings)
         checked, there = origins.get(found.path, ([], None))
         origin_lines = generated.file_text(found.path).splitlines()
         shift = _indent(origin_lines[found.line - 1]) - _indent(lines[finding.start.line - 1])
@@ -63,14 +61,35 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
             None,
         )
         if twin is not None and twin.fix != fix and there is not None:
-            here = here or ModuleNames(text, generated.parsed_text(text) or ast.Module([], []))
-            same_meaning = all(here.meant.get(name) == there.meant.get(name) for name in _roots(twin.fix.payload))
+            here = here or _meanings(text, generated.parsed_text(text))
+            same_meaning = all(here.get(name) == there.get(name) for name in _roots(twin.fix.payload))
             # Only a difference of spelling: a twin found by its text in another model's class may be other code
             # (a `dim` proven integral here and not there, so rewritten otherwise).
             if same_meaning and _meaning(twin.fix.payload, there) == _meaning(fix.payload, here):
                 finding = finding._replace(fix=twin.fix)
         result.append(finding)
     return result
+
+
+# A whole tree's generated files share a few origins (Llama's modeling file, a model's modular source): each is checked
+# once in a process, not once for every file copied from it. Keyed on the text, as `generated.parsed_text` is; its
+# findings are only read. `release_caches` empties it.
+@lru_cache(maxsize=64)
+def _checked_origin(path: str, text: str, settings: Settings) -> tuple[list[Diagnostic], dict[str, str]]:
+    """The origin's findings, and what its imported names mean."""
+    tree = generated.parsed_text(text)
+    return (check_source(path, text, settings) if tree else []), _meanings(text, tree)
+
+
+def _meanings(text: str, tree: ast.Module | None) -> dict[str, str]:
+    return ModuleNames(text, tree or ast.Module([], [])).meant
+
+
+def release_caches() -> None:
+    """Drop the checked origins and the syntax trees that `generated` keeps: after a fix's map they are not read
+    again."""
+    _checked_origin.cache_clear()
+    generated.release_caches()
 
 
 def carried_rewrites(path: Path, text: str, findings: list[Diagnostic]) -> list[Diagnostic]:
@@ -114,10 +133,10 @@ def _roots(payload: tuple | None) -> set[str]:
     return {name for value in payload or () if isinstance(value, str) for name in _ROOT_NAME.findall(value)}
 
 
-def _meaning(payload: tuple | None, names: ModuleNames) -> tuple:
+def _meaning(payload: tuple | None, meanings: dict[str, str]) -> tuple:
     """The payload with each name it starts a lookup from replaced by what the file's imports make it mean."""
     return tuple(
-        _ROOT_NAME.sub(lambda match: names.meant.get(match.group(1), match.group(1)), value)
+        _ROOT_NAME.sub(lambda match: meanings.get(match.group(1), match.group(1)), value)
         if isinstance(value, str)
         else value
         for value in payload or ()
