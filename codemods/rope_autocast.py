@@ -30,6 +30,7 @@ from pathlib import Path
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from rope_lint.codemods.nodes import findall
 from rope_lint.codemods.rope_tables import rotary_class_names
 
 from rope_lint.rules.analysis import autocast, rotary
@@ -200,7 +201,7 @@ def _autocast_off_block(run: list[cst.BaseStatement], device: str, names: _Names
 
 def _has_autocast_product(statement: cst.SimpleStatementLine, products: _Products) -> bool:
     names = products.names
-    found = [*m.findall(statement, _MATMUL), *m.findall(statement, names.product_call())]
+    found = [*findall(statement, _MATMUL), *findall(statement, names.product_call())]
     return any(
         products.is_frequency_product(product) and not all(map(names.is_upcast, names.operands(product)))
         for product in found

@@ -62,6 +62,7 @@ from pathlib import Path
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
+from rope_lint.codemods.nodes import findall
 
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.rotary import (
@@ -159,7 +160,7 @@ def _code(node: cst.CSTNode) -> str:
 def _names_in(cls: cst.ClassDef) -> Iterator[str]:
     """The names that `self.` attributes and one-line strings of the class spell (a string as written, quotes
     and all): where it names its tables. A multi-line string is prose, a docstring."""
-    for node in m.findall(cls, m.SimpleString() | m.Attribute(value=m.Name("self"), attr=m.Name())):
+    for node in findall(cls, m.SimpleString() | m.Attribute(value=m.Name("self"), attr=m.Name())):
         if isinstance(node, cst.Attribute):
             yield node.attr.value
         elif isinstance(node, cst.SimpleString) and "\n" not in node.value:
@@ -199,12 +200,12 @@ def _persistent_buffers(code: str) -> set[str]:
     except cst.ParserSyntaxError:
         return set()
     names = set()
-    for call in m.findall(module, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer")))):
+    for call in findall(module, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer")))):
         assert isinstance(call, cst.Call)
         name = _string_value(call.args[0].value) if len(call.args) >= 2 else None
         if name and isinstance(call.args[0].value, cst.SimpleString) and _is_persistent_registration(call):
             names.add(name)
-    for assign in m.findall(module, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+    for assign in findall(module, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if _buffer(assign.value)[1]:
             names.add(assign.targets[0].target.attr.value)
@@ -228,7 +229,7 @@ class _TableStores(cst.CSTTransformer):
         self.class_names.append(node.name.value)
         copied = {
             target.target.attr.value.removesuffix(_FP32_SUFFIX)
-            for target in m.findall(node, m.AssignTarget(m.Attribute(value=m.Name("self"))))
+            for target in findall(node, m.AssignTarget(m.Attribute(value=m.Name("self"))))
             if isinstance(target, cst.AssignTarget)
             and isinstance(target.target, cst.Attribute)
             and target.target.attr.value.endswith(_FP32_SUFFIX)
@@ -662,7 +663,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
                 else []
             )
             for target in targets:
-                for name in m.findall(target, m.Name() | m.Attribute(value=m.Name("self"))):
+                for name in findall(target, m.Name() | m.Attribute(value=m.Name("self"))):
                     if isinstance(name, cst.Name) and name.value in self.feeding:
                         return True
                     if isinstance(name, cst.Attribute) and is_table_name(name.attr.value):
@@ -672,7 +673,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
     def _calls_outside(self, line: cst.SimpleStatementLine) -> bool:
         """Whether the line calls a function that may allocate on the default device: one of another module or
         the file's, or a function held in a variable; not torch's (pinned here), a tensor's method or a builtin."""
-        for call in m.findall(line, m.Call()):
+        for call in findall(line, m.Call()):
             assert isinstance(call, cst.Call)
             func = call.func
             if m.matches(func, m.Name("Buffer") | m.Attribute(attr=m.Name("Buffer"))):
@@ -754,7 +755,7 @@ def _is_factory(func: cst.BaseExpression) -> bool:
 
 
 def _contains_factory(node: cst.BaseExpression) -> bool:
-    return any(isinstance(call, cst.Call) and _is_factory(call.func) for call in m.findall(node, m.Call()))
+    return any(isinstance(call, cst.Call) and _is_factory(call.func) for call in findall(node, m.Call()))
 
 
 def _is_table(node: cst.BaseExpression) -> bool:
@@ -765,9 +766,9 @@ def _is_table(node: cst.BaseExpression) -> bool:
 def _bound_names(method: cst.FunctionDef) -> set[str]:
     """The method's parameters and the plain names it assigns: its locals."""
     names = {param.name.value for param in (*method.params.params, *method.params.kwonly_params)}
-    for target in m.findall(method, m.AssignTarget() | m.AnnAssign() | m.For() | m.AsName()):
+    for target in findall(method, m.AssignTarget() | m.AnnAssign() | m.For() | m.AsName()):
         node = target.name if isinstance(target, cst.AsName) else target.target  # type: ignore[union-attr]
-        names.update(name.value for name in m.findall(node, m.Name()) if isinstance(name, cst.Name))
+        names.update(name.value for name in findall(node, m.Name()) if isinstance(name, cst.Name))
         if isinstance(node, cst.Name):
             names.add(node.value)
     return names
@@ -777,14 +778,14 @@ def _names_read_by_table_stores(method: cst.FunctionDef) -> set[str]:
     """The plain names in the values that the method stores as tables (after step 1: `self.<table> = value`, a
     kept `register_buffer(...)` or `nn.Buffer(...)`, `setattr(self, name, value)`)."""
     values: list[cst.CSTNode] = []
-    for assign in m.findall(method, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+    for assign in findall(method, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if is_table_name(assign.targets[0].target.attr.value):
             values.append(assign.value)
-    for call in m.findall(method, m.Call(func=m.Name("setattr") | m.Attribute(attr=m.Name("register_buffer")))):
+    for call in findall(method, m.Call(func=m.Name("setattr") | m.Attribute(attr=m.Name("register_buffer")))):
         assert isinstance(call, cst.Call)
         values.extend(arg.value for arg in call.args[1:])
-    return {name.value for value in values for name in m.findall(value, m.Name()) if isinstance(name, cst.Name)}
+    return {name.value for value in values for name in findall(value, m.Name()) if isinstance(name, cst.Name)}
 
 
 def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
@@ -792,7 +793,7 @@ def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
     tables = set()
     for method in cls.body.body:
         if isinstance(method, cst.FunctionDef) and method.name.value in construction:
-            for assign in m.findall(method, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+            for assign in findall(method, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
                 assert isinstance(assign, cst.Assign)
                 target = assign.targets[0].target
                 assert isinstance(target, cst.Attribute)
@@ -822,7 +823,7 @@ def _construction_methods(cls: cst.ClassDef) -> set[str]:
     references = {
         method.name.value: {
             attribute.attr.value
-            for attribute in m.findall(method, m.Attribute(value=m.Name("self"), attr=m.Name()))
+            for attribute in findall(method, m.Attribute(value=m.Name("self"), attr=m.Name()))
             if isinstance(attribute, cst.Attribute)
         }
         for method in cls.body.body
@@ -832,7 +833,7 @@ def _construction_methods(cls: cst.ClassDef) -> set[str]:
 
 
 def _reads_table(node: cst.BaseExpression) -> bool:
-    return bool(m.findall(node, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchIfTrue(is_table_name)))))
+    return bool(findall(node, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchIfTrue(is_table_name)))))
 
 
 def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:

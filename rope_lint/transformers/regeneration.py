@@ -26,9 +26,11 @@ import re
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
+from rope_lint.engine import map_files
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 from rope_lint.transformers import generated
 
@@ -176,10 +178,9 @@ def violations(before: dict[str, str], after: dict[str, str]) -> list[Violation]
     outlines: dict[bytes, Outline | None] = {}
     old, new = TreeView(before, outlines), TreeView(after, outlines)
     changed = [path for path in after if before.get(path) != after[path]]
-    found: list[Violation] = []
-    for path in sorted(_generated_files(changed, new)):
-        found += _file_violations(path, old, new)
-    return found
+    # Each file on its own, over all cores: the views' caches are a process's own, and a file's answer is its own.
+    checked = map_files(partial(_file_violations, old=old, new=new), sorted(_generated_files(changed, new)))
+    return [violation for found in checked for violation in found]
 
 
 def checked_outcomes(texts: Sequence[tuple[str, str, str]], drop: Callable[[set[str], str], None]) -> list[Diagnostic]:
