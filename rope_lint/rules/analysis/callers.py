@@ -17,7 +17,6 @@ never depends on another file. The result cache keeps a package's answers with a
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -46,8 +45,9 @@ class PackageCallers:
         self._mentions: dict[tuple[str, str], list[str]] = {}
         self._wanted: set[tuple[str, str]] = set()
         # Answers of an earlier run by package: the fingerprint of the package's files then, and (path, name, answer)
-        # rows; the fingerprints of this run's packages, taken before their first answer; the packages it looked in.
-        self._remembered: dict[str, Any] = {}
+        # rows (None in a run without a result cache); the fingerprints of this run's packages, taken before their
+        # first answer; the packages it looked in.
+        self._remembered: dict[str, Any] | None = None
         self._fingerprints: dict[str, str | None] = {}
         self._looked_in: set[str] = set()
 
@@ -58,7 +58,7 @@ class PackageCallers:
     def answers_to_remember(self) -> dict[str, Any]:
         """The answers by package, for a later run: those remembered, and this run's where no file of the package has
         changed since before the first was found."""
-        packages = dict(self._remembered)
+        packages = dict(self._remembered or {})
         for top in self._looked_in:
             fingerprint = self._fingerprints[top]
             if fingerprint is not None and fingerprint == self._fingerprint(top):
@@ -85,7 +85,7 @@ class PackageCallers:
 
     def called_at_construction(self, path: str, name: str) -> bool:
         key = (os.path.abspath(path), name)
-        if key not in self._answers:
+        if key not in self._answers and self._remembered is not None:
             top = self._top(key[0])
             if top not in self._fingerprints:
                 self._fingerprints[top] = self._fingerprint(top)
@@ -93,12 +93,13 @@ class PackageCallers:
         if key not in self._answers:
             self._answers[key] = False  # a cycle of helpers calling one another proves nothing more
             self._answers[key] = self._look_up(*key)
-            self._looked_in.add(self._top(key[0]))
+            if self._remembered is not None:
+                self._looked_in.add(self._top(key[0]))
         return self._answers[key]
 
     def _remembered_answers(self, top: str) -> dict[tuple[str, str], bool]:
         """The earlier run's answers for the package, where its files are as they were then."""
-        remembered = self._remembered.get(top)
+        remembered = (self._remembered or {}).get(top)
         fingerprint = self._fingerprints[top]
         if not isinstance(remembered, list) or len(remembered) != 2 or fingerprint is None:
             return {}
@@ -113,6 +114,8 @@ class PackageCallers:
     def _fingerprint(self, top: str) -> str | None:
         """A digest of the package's files and their statuses (`status_signature`); None where one changed too
         recently for its status to tell."""
+        import hashlib  # only a run with a result cache takes fingerprints
+
         digest = hashlib.blake2b(digest_size=16)
         for module in self._modules(top):
             status = status_signature(module)
