@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import gc
 from collections.abc import Callable, Sequence
 
 import torch
@@ -37,6 +39,26 @@ from rope_lint.probe.triggers import TRIGGERS, Trigger, TriggerUnavailable
 
 # Called before each class with (index from 1, number of classes, class name).
 Progress = Callable[[int, int, str], None]
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where the C library has none (macOS, musl, Windows)."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, TypeError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def _release_memory() -> None:
+    """Free what the last class left: its cycles (a module, a traceback holding a forward's frames and tensors) and
+    the memory glibc keeps after its tensors are freed, which a class's peak leaves scattered over the heap and would
+    otherwise stay in the process to the end (150 MB over transformers 5.24.0's classes)."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def tables_under(trigger: Trigger, recipe: Recipe) -> Tables:
@@ -162,6 +184,10 @@ def probe(
     # The tables are small ([N, D]); on a few cores OpenMP's thread hand-offs cost 10-30x the work itself.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    # What the imports made lives to the end: frozen, it is not traversed again by the collection after each class
+    # (0.25 s each for transformers' 287 modules, 0 frozen).
+    gc.collect()
+    gc.freeze()
     try:
         for index, cls in enumerate(discovery.classes, start=1):
             if progress is not None:
@@ -171,6 +197,8 @@ def probe(
                 for result in class_results:
                     result.found_by = discovery.found_by[qualified_name(cls)]
                 results.extend(class_results)
+            _release_memory()
     finally:
+        gc.unfreeze()
         torch.set_num_threads(threads)
     return ProbeReport(positions, threshold, list(trigger_names), results, discovery.import_failures)
