@@ -184,42 +184,57 @@ class _Definitions:
                     pending.append((f"{prefix}{node.name}.<locals>.", node))
 
 
-@functools.cache
-def _definitions(filename: str) -> _Definitions | None:
-    try:
-        return _Definitions(ast.parse(Path(filename).read_bytes(), filename))
-    except (OSError, SyntaxError, ValueError):
-        return None  # no source to read: the class is judged by its name alone
-
-
 def _top_package(module_name: str) -> str:
     return module_name.partition(".")[0]
 
 
-def _resolve_at_run_time(callee: ast.expr, scope: object) -> computation.Resolved:
-    """The definition of a function that model code calls (`helper`, `module.helper`), looked up in the globals of
-    the module that calls it; only functions of the same top-level package are read (not torch's)."""
-    if not isinstance(scope, dict):
-        return None
-    names: list[str] = []
-    while isinstance(callee, ast.Attribute):
-        names.insert(0, callee.attr)
-        callee = callee.value
-    if not isinstance(callee, ast.Name) or callee.id not in scope:
-        return None
-    value = scope[callee.id]
-    for name in names:
-        value = inspect.getattr_static(value, name, None)
-    value = inspect.unwrap(value) if callable(value) else None  # through decorators such as a cache
-    same_package = _top_package(getattr(value, "__module__", None) or "") == _top_package(scope.get("__name__", ""))
-    if not (isinstance(value, types.FunctionType) and same_package):
-        return None
-    definitions = _definitions(value.__code__.co_filename)
-    function = definitions.functions.get(value.__code__.co_firstlineno) if definitions else None
-    return None if function is None else (function, value.__globals__)
+class _Sources:
+    """The source of classes and of the functions they call, each file parsed once, for `_computes_rotary_tables`.
+    A syntax tree takes about 20 times its file's size in Python objects (250 MB for the 127 files of transformers
+    5.24.0's walk), and trees kept to the end of the walk leave that memory scattered among the imported modules'
+    objects, where the allocator cannot give it back: one `_Sources` serves one module and is dropped with its trees
+    (it holds no reference cycle, so they go at once)."""
 
+    def __init__(self) -> None:
+        self._definitions: dict[str, _Definitions | None] = {}
+        self._class_nodes: dict[type, ast.ClassDef | None] = {}
 
-_RUN_TIME_COMPUTATION = computation.RotaryComputation(_resolve_at_run_time)
+    def _definitions_of(self, filename: str) -> _Definitions | None:
+        if filename not in self._definitions:
+            try:
+                self._definitions[filename] = _Definitions(ast.parse(Path(filename).read_bytes(), filename))
+            except (OSError, SyntaxError, ValueError):
+                self._definitions[filename] = None  # no source to read: the class is judged by its name alone
+        return self._definitions[filename]
+
+    def resolve(self, callee: ast.expr, scope: object) -> computation.Resolved:
+        """The definition of a function that model code calls (`helper`, `module.helper`), looked up in the globals
+        of the module that calls it; only functions of the same top-level package are read (not torch's)."""
+        if not isinstance(scope, dict):
+            return None
+        names: list[str] = []
+        while isinstance(callee, ast.Attribute):
+            names.insert(0, callee.attr)
+            callee = callee.value
+        if not isinstance(callee, ast.Name) or callee.id not in scope:
+            return None
+        value = scope[callee.id]
+        for name in names:
+            value = inspect.getattr_static(value, name, None)
+        value = inspect.unwrap(value) if callable(value) else None  # through decorators such as a cache
+        package = _top_package(getattr(value, "__module__", None) or "")
+        if not (isinstance(value, types.FunctionType) and package == _top_package(scope.get("__name__", ""))):
+            return None
+        definitions = self._definitions_of(value.__code__.co_filename)
+        function = definitions.functions.get(value.__code__.co_firstlineno) if definitions else None
+        return None if function is None else (function, value.__globals__)
+
+    def class_node(self, klass: type) -> ast.ClassDef | None:
+        if klass not in self._class_nodes:
+            filename = getattr(sys.modules.get(klass.__module__), "__file__", None)
+            definitions = self._definitions_of(filename) if filename else None
+            self._class_nodes[klass] = definitions.classes.get(klass.__qualname__) if definitions else None
+        return self._class_nodes[klass]
 
 
 # The functions whose call a table's computation needs (`torch.polar`, `torch.exp(1j * ...)`, cos, sin): a class
@@ -249,34 +264,36 @@ def _names_table_math_of(value: object, depth: int = computation.DEPTH) -> bool:
     return isinstance(value, types.FunctionType) and _names_table_math(value, depth)
 
 
-@functools.cache
-def _class_node(klass: type) -> ast.ClassDef | None:
-    filename = getattr(sys.modules.get(klass.__module__), "__file__", None)
-    definitions = _definitions(filename) if filename else None
-    return definitions.classes.get(klass.__qualname__) if definitions else None
+# Whether each class's own methods compute tables, kept for the whole walk (a bool, unlike the trees it is read from):
+# shared bases are read once.
+_COMPUTES_TABLES: dict[type, bool] = {}
 
 
-@functools.cache
-def _computes_tables(klass: type) -> bool:
-    # Cached per class, like the tables it stores: shared bases are read once.
-    node = _class_node(klass)
-    return node is not None and _RUN_TIME_COMPUTATION.computes_tables(node, vars(sys.modules[klass.__module__]))
+def _computes_tables(klass: type, sources: _Sources, recognizer: computation.RotaryComputation) -> bool:
+    if klass not in _COMPUTES_TABLES:
+        node = sources.class_node(klass)
+        scope = vars(sys.modules[klass.__module__])
+        _COMPUTES_TABLES[klass] = node is not None and recognizer.computes_tables(node, scope)
+    return _COMPUTES_TABLES[klass]
 
 
-def computes_rotary_tables(cls: type) -> bool:
+def _computes_rotary_tables(cls: type, sources: _Sources, recognizer: computation.RotaryComputation) -> bool:
     """Whether the class (or a base, whose methods it runs) computes the cos/sin or complex exponential of
     positions times frequencies, and builds no layers: a module that provides tables, whatever its names."""
     own = [klass for klass in cls.__mro__ if not klass.__module__.startswith(("torch.", "builtins"))]
     # Cheapest first: only a class that names table math is read, and only a class that computes tables has the
     # source of its other classes read for layers.
-    if not any(_computes_tables(klass) for klass in own if _class_names_table_math(klass)):
+    if not any(_computes_tables(klass, sources, recognizer) for klass in own if _class_names_table_math(klass)):
         return False
-    return not any(node is not None and computation.builds_layers(node) for node in map(_class_node, own))
+    return not any(node is not None and computation.builds_layers(node) for node in map(sources.class_node, own))
 
 
 def computed_rotary_classes_of(module: types.ModuleType, skip: Sequence[type] = ()) -> list[type[nn.Module]]:
     """The `nn.Module` subclasses that the module defines, other than those in `skip`, and that compute rotary
-    tables (see `computes_rotary_tables`)."""
+    tables (see `_computes_rotary_tables`); the source read for them is released on return (see `_Sources`)."""
+    sources = _Sources()
+    # Its facts are keyed by the ids of the nodes of `sources`' trees: it lives no longer than they do.
+    recognizer = computation.RotaryComputation(sources.resolve)
     return [
         value
         for value in vars(module).values()
@@ -284,7 +301,7 @@ def computed_rotary_classes_of(module: types.ModuleType, skip: Sequence[type] = 
         and issubclass(value, nn.Module)
         and value.__module__ == module.__name__
         and value not in skip
-        and computes_rotary_tables(value)
+        and _computes_rotary_tables(value, sources, recognizer)
     ]
 
 

@@ -137,8 +137,9 @@ def _single_table(output: torch.Tensor, positions: int) -> Tables:
     if not rows.any():
         raise CannotBuild("forward returned an all-zero table")
     if rows.abs().max().item() <= 1.0:
-        # Sinusoid values: no angle of N > 1 positions stays within [-1, 1]; the values are compared as they are.
-        return Tables(rows, torch.zeros_like(rows))
+        # Sinusoid values: no angle of N > 1 positions stays within [-1, 1]; the values are compared as they are,
+        # with a sin table of zeros that is one broadcast 0 rather than a copy of their size.
+        return Tables(rows, torch.zeros((), dtype=rows.dtype).expand_as(rows))
     # Angles: their cos/sin in float64 show the angle error.
     return Tables(rows.cos(), rows.sin())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Callable, Sequence
 
 import torch
@@ -37,6 +38,14 @@ from rope_lint.probe.triggers import TRIGGERS, Trigger, TriggerUnavailable
 
 # Called before each class with (index from 1, number of classes, class name).
 Progress = Callable[[int, int, str], None]
+
+
+def _release_memory() -> None:
+    """Free what the last class left in reference cycles (a module, a traceback holding a forward's frames and
+    tensors) before the next one runs, rather than whenever the collector's thresholds say. glibc's malloc_trim after
+    each class was tried too: on transformers 5.24.0 it cost 3-4 s of system time (freed pages faulted in again by
+    the next class) and did not lower the peak beyond run-to-run noise."""
+    gc.collect()
 
 
 def tables_under(trigger: Trigger, recipe: Recipe) -> Tables:
@@ -162,6 +171,10 @@ def probe(
     # The tables are small ([N, D]); on a few cores OpenMP's thread hand-offs cost 10-30x the work itself.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    # What the imports made lives to the end: frozen, it is not traversed again by the collection after each class
+    # (0.25 s each for transformers' 287 modules, 0 frozen).
+    gc.collect()
+    gc.freeze()
     try:
         for index, cls in enumerate(discovery.classes, start=1):
             if progress is not None:
@@ -171,6 +184,8 @@ def probe(
                 for result in class_results:
                     result.found_by = discovery.found_by[qualified_name(cls)]
                 results.extend(class_results)
+            _release_memory()
     finally:
+        gc.unfreeze()
         torch.set_num_threads(threads)
     return ProbeReport(positions, threshold, list(trigger_names), results, discovery.import_failures)

@@ -237,7 +237,9 @@ class _Flow:
         self.methods = methods
         self.depth = depth
         self.first_is_activation = first_is_activation
-        self.caller = self
+        # The flow of the method whose call this one follows (see _callee); never itself, so that a flow is no
+        # reference cycle and goes, with what it holds, as soon as it is done.
+        self.caller: _Flow | None = None
         self.names: dict[str, Facts] = {}
         self.returned: Facts = Facts()
         self.computes = False
@@ -251,9 +253,10 @@ class _Flow:
             positional = positional[1:]
         passed: dict[str, Facts] = {}
         if call is not None:
+            caller = self.caller or self
             pairs = zip(positional, call.args, strict=False)
-            passed = {parameter.arg: self.caller.facts(value) for parameter, value in pairs}
-            passed |= {keyword.arg: self.caller.facts(keyword.value) for keyword in call.keywords if keyword.arg}
+            passed = {parameter.arg: caller.facts(value) for parameter, value in pairs}
+            passed |= {keyword.arg: caller.facts(keyword.value) for keyword in call.keywords if keyword.arg}
         for index, argument in enumerate([*positional, *arguments.kwonlyargs]):
             activation = index == 0 and self.first_is_activation
             self.names[argument.arg] = Facts() if activation else Facts({ARGUMENT}) | passed.get(argument.arg, Facts())

@@ -1,0 +1,71 @@
+"""What the probe keeps in memory: the source it reads to find classes is released module by module, a measurement
+works through the rows in blocks with the figures of one pass over the whole table, sinusoid values get a sin table
+that takes no memory, and the collector is left as it was found (issue 21: the probe's peak memory)."""
+
+from __future__ import annotations
+
+import gc
+import math
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+
+from rope_lint.probe import discover, report
+from rope_lint.probe.build import Tables
+from rope_lint.probe.readings import tables_from_output
+from rope_lint.probe.reference import textbook_tables
+from rope_lint.probe.report import Yardstick
+from rope_lint.probe.runner import probe
+
+
+def test_the_source_read_for_a_module_is_released_once_its_classes_are_found(
+    monkeypatch: pytest.MonkeyPatch, probe_fixtures: Path
+) -> None:
+    sources: list[weakref.ref] = []
+    original = discover._Sources.__init__
+
+    def recorded(self: discover._Sources) -> None:
+        original(self)
+        sources.append(weakref.ref(self))
+
+    monkeypatch.setattr(discover._Sources, "__init__", recorded)
+    gc.disable()  # released as soon as the module is done, not whenever the collector runs
+    try:
+        found = discover.discover([str(probe_fixtures / "computed_classes.py")])
+        alive = [source for source in sources if source() is not None]
+    finally:
+        gc.enable()
+    assert "computed_classes.BandPositions" in found.found_by  # found by its computation: its source was read
+    assert sources and not alive
+
+
+def test_a_measurement_in_blocks_has_the_figures_of_one_over_the_whole_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    reference = textbook_tables(dim=8, base=10000.0, positions=40)
+    cos, sin = reference.cos.clone(), reference.sin.clone()
+    cos[23, 1] += 0.01
+    cos[31, 2] = math.nan
+    sin[17, 0] -= 0.5
+    sin[39, 7] += 0.001  # below the threshold: not wrong
+    tables = Tables(cos, sin)
+    whole = Yardstick(reference, 4e-3, curves=True).measure(tables)
+    monkeypatch.setattr(report, "_BLOCK_ELEMENTS", 3 * 8)  # blocks of 3 rows: the last one short
+    blocks = Yardstick(reference, 4e-3, curves=True).measure(tables)
+    assert blocks == whole
+    assert (blocks.first_wrong_position, blocks.cos_max_abs_error) == (17, math.inf)
+    assert torch.equal(blocks.cos_error_by_position, whole.cos_error_by_position)
+
+
+def test_sinusoid_values_get_a_sin_table_that_takes_no_memory() -> None:
+    values = torch.sin(torch.outer(torch.arange(64.0), torch.linspace(0.01, 1.0, 32)))
+    tables = tables_from_output(values, positions=64)
+    assert tables.sin.shape == tables.cos.shape == (64, 32)
+    assert not tables.sin.any()
+    assert tables.sin.untyped_storage().nbytes() == tables.sin.element_size()
+
+
+def test_the_probe_leaves_the_collector_unfrozen(in_repo: None) -> None:
+    result = probe(["fixtures/probe/rotary_classes.py:LegacyRotaryEmbedding"], ["fp32"], 64, 4e-3)
+    assert [entry.measured for entry in result.classes] == [True]
+    assert gc.get_freeze_count() == 0
