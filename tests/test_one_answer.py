@@ -247,13 +247,9 @@ def test_the_codemod_runs_through_libcst_tool_outside_the_repository(tmp_path: P
     assert "self.inv_freq = inv_freq" in rewritten and 'device="cpu"' in rewritten
 
 
-def test_formatting_tidying_and_copies_run_ruff_through_one_adapter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from rope_lint.fix.formatting import formatted_like_original
-    from rope_lint.fix.tidy import imports_tidied
-    from rope_lint.transformers import copies
-
+@pytest.fixture
+def ruff_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ruff commands (`format`, `check`) that rope-lint runs, in order."""
     if ruff.command() is None:
         pytest.skip("ruff is not installed")
     runs: list[str] = []
@@ -264,8 +260,31 @@ def test_formatting_tidying_and_copies_run_ruff_through_one_adapter(
         return run_on_text(command, arguments, path, text, **keywords)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ruff, "run_on_text", counted)
+    return runs
+
+
+def test_formatting_tidying_and_copies_run_ruff_through_one_adapter(tmp_path: Path, ruff_runs: list[str]) -> None:
+    from rope_lint.fix.formatting import formatted_like_original
+    from rope_lint.fix.tidy import imports_tidied
+    from rope_lint.transformers import copies
+
+    runs = ruff_runs
     path = tmp_path / "x.py"
     assert formatted_like_original(path, "x = 1\n", "x = ( 1 )\n", [(0, 1, 0, 1)]) == "x = 1\n"
     assert imports_tidied(path, "x = 1\n", "import os\nx = 1\n") == "x = 1\n"
     assert copies._formatted("    def f( self ):\n        pass\n", path) == "    def f(self):\n        pass\n"
     assert runs == ["format", "format", "check", "check", "check", "format"]
+
+
+def test_tidying_asks_ruff_about_the_original_only_where_the_fix_has_an_import_code(
+    tmp_path: Path, ruff_runs: list[str]
+) -> None:
+    """A fixed text without an I001 or F401 finding has introduced none: one `ruff check`, not two."""
+    from rope_lint.fix.tidy import imports_tidied
+
+    path = tmp_path / "x.py"
+    assert imports_tidied(path, "import os\nos.sep\n", "import os\n\nos.sep\n") == "import os\n\nos.sep\n"
+    assert ruff_runs == ["check"]
+    ruff_runs.clear()
+    assert imports_tidied(path, "import os\n", "import os\nimport sys\n") == "import os\nimport sys\n"
+    assert ruff_runs == ["check", "check"], "F401 in both: none introduced, nothing tidied"
