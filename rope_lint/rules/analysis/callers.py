@@ -89,27 +89,13 @@ class PackageCallers:
             top = self._top(key[0])
             if top not in self._fingerprints:
                 self._fingerprints[top] = self._fingerprint(top)
-                self._answers.update(self._remembered_answers(top))
+                self._answers.update(_answers_if_unchanged(self._remembered.get(top), self._fingerprints[top]))
         if key not in self._answers:
             self._answers[key] = False  # a cycle of helpers calling one another proves nothing more
             self._answers[key] = self._look_up(*key)
             if self._remembered is not None:
                 self._looked_in.add(self._top(key[0]))
         return self._answers[key]
-
-    def _remembered_answers(self, top: str) -> dict[tuple[str, str], bool]:
-        """The earlier run's answers for the package, where its files are as they were then."""
-        remembered = (self._remembered or {}).get(top)
-        fingerprint = self._fingerprints[top]
-        if not isinstance(remembered, list) or len(remembered) != 2 or fingerprint is None:
-            return {}
-        if remembered[0] != fingerprint or not isinstance(remembered[1], list):
-            return {}
-        answers = {}
-        for row in remembered[1]:
-            if isinstance(row, list) and len(row) == 3 and all(isinstance(part, str) for part in row[:2]):
-                answers[(row[0], row[1])] = row[2] is True
-        return answers
 
     def _fingerprint(self, top: str) -> str | None:
         """A digest of the package's files and their statuses (`status_signature`); None where one changed too
@@ -192,6 +178,19 @@ class PackageCallers:
                 modules = [os.path.join(top, name) for name in names if name.endswith(".py")]
             self._package_modules[top] = modules
         return self._package_modules[top]
+
+
+def _answers_if_unchanged(remembered: object, fingerprint: str | None) -> dict[tuple[str, str], bool]:
+    """An earlier run's answers for a package (`answers_to_remember`), where its fingerprint is the package's now."""
+    if fingerprint is None or not isinstance(remembered, list) or len(remembered) != 2:
+        return {}
+    if remembered[0] != fingerprint or not isinstance(remembered[1], list):
+        return {}
+    answers = {}
+    for row in remembered[1]:
+        if isinstance(row, list) and len(row) == 3 and all(isinstance(part, str) for part in row[:2]):
+            answers[(row[0], row[1])] = row[2] is True
+    return answers
 
 
 def _is_package(folder: str) -> bool:
