@@ -51,11 +51,12 @@ class Options(
 ):
     """What chooses a run's rules and files, as the command line's flags do.
 
-    `select` and `ignore` are lists of codes or prefixes (`RPL1`, `ALL`), `exclude` of glob patterns. Each replaces
-    the configuration's list when given; when None, the configuration's holds: that of `config`, a pyproject.toml-style
+    `select` and `ignore` are lists of codes or prefixes (`RPL1`, `ALL`), `exclude` of glob patterns. Each replaces the
+    configuration's list when given; when None, the configuration's holds: that of `config`, a pyproject.toml-style
     file whose `[tool.rope-lint]` section is read (`--config`), when given; else that of the nearest pyproject.toml
-    with the section, else every rule and no exclusion. `ignore` also drops findings about the run itself (RPL9xx),
-    which `select` cannot. `verbose` prints the traceback of a rule that fails to stderr.
+    with the section, else every rule but the informational ones (RPL104), and no exclusion. `ignore` also drops
+    findings about the run itself (RPL9xx), which `select` cannot. `verbose` prints the traceback of a rule that
+    fails to stderr.
     """
 
     __slots__ = ()
@@ -249,10 +250,10 @@ def _require_torch() -> None:
 def check_text(path: str, text: str, options: Options | None = None) -> list[Diagnostic]:
     """The findings in one file's text, given rather than read: an editor's buffer, the lines flake8 hands a plugin.
 
-    In: the path the findings name, the text, and `options`, of which `select` and `ignore` choose the rules (every
-    rule when they are None). No configuration file is read, so no per-file ignores apply. Out: the findings in
-    order of position, suppression comments applied, with RPL902 for a text that does not parse and RPL903 for a
-    rule that failed. Raises `RunError` for an unknown rule code.
+    In: the path the findings name, the text, and `options`, of which `select` and `ignore` choose the rules (every rule
+    but the informational ones when they are None). No configuration file is read, so no per-file ignores apply.
+    Out: the findings in order of position, suppression comments applied, with RPL902 for a text that does not parse
+    and RPL903 for a rule that failed. Raises `RunError` for an unknown rule code.
     """
     options = options or Options()
     select = ("ALL",) if options.select is None else tuple(options.select)

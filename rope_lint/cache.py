@@ -158,7 +158,7 @@ def _entry(diagnostic: Diagnostic) -> list[Any]:
     start, end = diagnostic.start, diagnostic.end
     return [
         *(diagnostic.code, diagnostic.name, diagnostic.message, start.line, start.column, end.line, end.column, fix),
-        list(diagnostic.if_called_at_construction),
+        list(diagnostic.rests_on_helpers),
     ]
 
 

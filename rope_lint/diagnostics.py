@@ -54,7 +54,7 @@ class Fix(namedtuple("Fix", ("safety", "payload", "adds_import"), defaults=(None
     adds_import: str | None  # default None
 
 
-_DIAGNOSTIC_FIELDS = ("path", "code", "name", "message", "start", "end", "fix", "if_called_at_construction")
+_DIAGNOSTIC_FIELDS = ("path", "code", "name", "message", "start", "end", "fix", "rests_on_helpers")
 
 
 class Diagnostic(namedtuple("Diagnostic", _DIAGNOSTIC_FIELDS, defaults=(None, ()))):
@@ -66,10 +66,11 @@ class Diagnostic(namedtuple("Diagnostic", _DIAGNOSTIC_FIELDS, defaults=(None, ()
     start: Position
     end: Position
     fix: Fix | None  # default None
-    # The public helpers of its file that the file itself runs only after construction: the finding stands only
-    # where another module of the package calls one of them from a constructor, which the engine looks up after
-    # the file's check (`callers`), so that a cached result never depends on another file. Empty once resolved.
-    if_called_at_construction: tuple[str, ...]  # default ()
+    # The public helpers of its file that the file itself runs only after construction: whether the finding stands
+    # depends on whether another module of the package calls one of them from a constructor (its rule's
+    # `stands_if_called_at_construction` says which way). The engine looks that up after the file's check
+    # (`callers`), so that a cached result never depends on another file. Empty once resolved.
+    rests_on_helpers: tuple[str, ...]  # default ()
 
     @property
     def sort_key(self) -> tuple[str, Position, str]:

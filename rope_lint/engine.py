@@ -58,7 +58,10 @@ class Settings:
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
         self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding
-        self.callers = PackageCallers()  # what the rest of a package does with a file's public helpers
+        # What the rest of a package does with a file's public helpers.
+        self.callers = PackageCallers(
+            frozenset(rule.code for rule in rules if not rule.stands_if_called_at_construction)
+        )
 
     @classmethod
     def from_config(cls, config: Config, rules: list[Rule], verbose: bool = False) -> Settings:

@@ -64,6 +64,15 @@ def test_json_output(tmp_path: Path) -> None:
     }
 
 
+# Exact where it runs: RPL104's note, not RPL101's hazard.
+FLOAT32_IN_FORWARD = (
+    "import torch\n"
+    "class Positions(torch.nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return torch.arange(x.shape[1], dtype=torch.float32)\n"
+)
+
+
 @pytest.mark.parametrize(
     ("flags", "codes"),
     [
@@ -72,10 +81,15 @@ def test_json_output(tmp_path: Path) -> None:
         (["--select", "RPL1"], ["RPL101", "RPL103"]),
         (["--ignore", "RPL10"], []),
         (["--select", "RPL1", "--ignore", "RPL101"], ["RPL103"]),
+        # An informational rule runs only where its full code is selected: neither `ALL` nor a prefix names it.
+        (["--select", "ALL"], ["RPL101", "RPL103"]),
+        (["--select", "RPL104"], ["RPL104"]),
+        (["--select", "RPL1,RPL104"], ["RPL101", "RPL103", "RPL104"]),
+        (["--select", "RPL104", "--ignore", "RPL1"], []),
     ],
 )
 def test_select_and_ignore_take_codes_and_prefixes(tmp_path: Path, flags: list[str], codes: list[str]) -> None:
-    write(tmp_path, {"a.py": FLOAT_ARANGE, "b.py": DIVISION})
+    write(tmp_path, {"a.py": FLOAT_ARANGE, "b.py": DIVISION, "c.py": FLOAT32_IN_FORWARD})
     result = rope_lint("check", "--output-format", "json", *flags, ".", cwd=tmp_path)
     assert sorted(f["code"] for f in json.loads(result.stdout)) == codes
     assert result.returncode == (1 if codes else 0)

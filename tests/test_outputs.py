@@ -132,6 +132,29 @@ def test_sarif_validates_against_the_schema(project: Path) -> None:
     assert "fixes" not in run["results"][3]
 
 
+def test_an_informational_rules_findings_are_notes_not_errors(tmp_path: Path) -> None:
+    """RPL104 reports code that is exact where it runs: a SARIF `note` and a GitHub `::notice`, beside RPL101's
+    errors."""
+    (tmp_path / "model.py").write_text(
+        "import torch\n"
+        "t = torch.arange(4096, dtype=torch.float32)\n"
+        "class Positions(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.arange(x.shape[1], dtype=torch.float32)\n"
+    )
+    selected = ("--select", "RPL101,RPL104")
+    log = _validate_sarif(rope_lint("check", *selected, "--output-format", "sarif", ".", cwd=tmp_path).stdout)
+    run = log["runs"][0]
+    assert [(r["id"], r["defaultConfiguration"]["level"]) for r in run["tool"]["driver"]["rules"]] == [
+        ("RPL101", "error"),
+        ("RPL104", "note"),
+    ]
+    assert [(r["ruleId"], r["level"]) for r in run["results"]] == [("RPL101", "error"), ("RPL104", "note")]
+    lines = rope_lint("check", *selected, "--output-format", "github", ".", cwd=tmp_path).stdout.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["::error", "::notice"]
+    assert lines[1].startswith("::notice file=model.py,line=5,col=16,")
+
+
 def test_sarif_without_findings_validates(tmp_path: Path) -> None:
     (tmp_path / "clean.py").write_text("import torch\nt = torch.arange(8)\n")
     result = rope_lint("check", "--output-format", "sarif", ".", cwd=tmp_path)

@@ -45,10 +45,11 @@ def model(imports: str, call: str, init: str = "") -> str:
     return MODEL.format(imports=imports, call=call, init=init)
 
 
-def flagged(folder: Path, *only: str) -> list[str]:
-    """The RPL101 findings of a check of the whole package, or of the files `only` (pre-commit's changed files)."""
+def flagged(folder: Path, *only: str, code: str = "RPL101") -> list[str]:
+    """The findings of one rule (RPL101 unless given) of a check of the whole package, or of the files `only`
+    (pre-commit's changed files)."""
     paths = [str(folder / name) for name in only] or list(discover([str(folder)], Excludes([], str(folder))))
-    found = check_paths(paths, Settings(select_rules(["RPL101"], []), str(folder.parent)))
+    found = check_paths(paths, Settings(select_rules([code], []), str(folder.parent)))
     return [f"{Path(d.path).relative_to(folder).as_posix()}:{d.start.line}" for d in found]
 
 
@@ -58,6 +59,13 @@ FORWARD_ONLY = model("from .helpers import positions", "positions(x.shape[1])")
 @pytest.mark.parametrize("only", [(), ("helpers.py",)])
 def test_a_helper_that_the_package_calls_only_in_forward_is_not_flagged(tmp_path: Path, only: tuple[str, ...]) -> None:
     assert flagged(package(tmp_path, {"model.py": FORWARD_ONLY}), *only) == []
+
+
+@pytest.mark.parametrize("only", [(), ("helpers.py",)])
+def test_a_helper_the_package_calls_only_in_forward_is_an_rpl104_note(tmp_path: Path, only: tuple[str, ...]) -> None:
+    """The informational rule stands exactly where RPL101 does not (`Rule.stands_if_called_at_construction`)."""
+    folder = package(tmp_path, {"model.py": FORWARD_ONLY})
+    assert flagged(folder, *only, code="RPL104") == ["helpers.py:5"]
 
 
 CONSTRUCTORS = {
@@ -77,7 +85,9 @@ def test_a_helper_that_a_constructor_elsewhere_calls_is_flagged(tmp_path: Path, 
     modules = {name: CONSTRUCTORS[how], "other.py": FORWARD_ONLY}
     if "two levels" in how:
         modules["models/__init__.py"] = ""
-    assert flagged(package(tmp_path, modules)) == ["helpers.py:5"]
+    folder = package(tmp_path, modules)
+    assert flagged(folder) == ["helpers.py:5"]
+    assert flagged(folder, code="RPL104") == []
 
 
 def test_any_use_that_is_not_a_call_after_construction_keeps_the_finding(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 import shutil
 from pathlib import Path
 
@@ -21,9 +22,14 @@ from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
 
 # Measured with this test; the README and docs/measurements.md quote them.
-EXPECTED_HAZARD_LINES = 83  # changed arange lines that could enumerate in low precision
-NOT_HAZARD_LINES = 35  # changed arange lines that could not (tests/data/pr28760_not_hazards.txt)
+EXPECTED_HAZARD_LINES = 94  # changed arange lines that enumerate in a floating dtype
+# Of them, explicit float32 in code that only forward reaches: exact there (issue 20, false-alarm shape 7), so not
+# RPL101's hazards but the informational RPL104's notes, which PR #28760's stricter policy changed too.
+NOTE_LINES = 11
+NOT_HAZARD_LINES = 24  # changed arange lines that could not (tests/data/pr28760_not_hazards.txt)
 FINDINGS_BEYOND_THE_PR = 3  # genuine float enumerations that the PR missed
+NOTES_BEYOND_THE_PR = 2  # explicit float32 after construction that the PR left (RPL104)
+EXPLICIT_FLOAT32 = re.compile(r"dtype=torch\.float(32)?\b")
 # `fix --unsafe-fixes --select RPL1`: the findings fixed, and those left because an int64 rewrite needs the start and
 # the step proven integral (the end may be rounded up: `math.ceil(self.max_seq_len_cached)`) and no other rewrite
 # applies.
@@ -52,6 +58,13 @@ def findings(old_tree: Path) -> list[Diagnostic]:
     """The float-enumeration family (RPL1xx), which is what PR #28760 fixed by hand."""
     files = discover([str(old_tree)], Excludes([], old_tree))
     return check_paths(files, Settings(select_rules(["RPL1"], []), old_tree))
+
+
+@pytest.fixture(scope="module")
+def notes(old_tree: Path) -> list[Diagnostic]:
+    """The informational RPL104, which only its full code selects."""
+    files = discover([str(old_tree)], Excludes([], old_tree))
+    return check_paths(files, Settings(select_rules(["RPL104"], []), old_tree))
 
 
 @pytest.fixture(scope="module")
@@ -88,15 +101,22 @@ def lines_covered(findings: list[Diagnostic], root: Path) -> set[tuple[str, int]
     }
 
 
-def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, changed, findings) -> None:
+def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, changed, findings, notes) -> None:
     excluded = not_hazards()
     hazards = [(path, line, text) for path, line, text in changed if (path, text) not in excluded]
     covered = lines_covered(findings, old_tree)
-    missed = [site for site in hazards if site[:2] not in covered]
+    noted = lines_covered(notes, old_tree)
+    missed = [site for site in hazards if site[:2] not in covered | noted]
     found = len(hazards) - len(missed)
-    print(f"PR #28760 hazardous arange lines flagged: {found} / {len(hazards)}")
+    by_notes = [site for site in hazards if site[:2] in noted]
+    print(f"PR #28760 hazardous arange lines flagged: {found} / {len(hazards)} ({len(by_notes)} by RPL104's notes)")
     assert missed == []
     assert len(hazards) == EXPECTED_HAZARD_LINES
+    # A line is a hazard or a note, never both: RPL104 stands exactly where RPL101 does not.
+    assert not covered & noted
+    assert len(by_notes) == NOTE_LINES
+    for path, _, text in by_notes:
+        assert EXPLICIT_FLOAT32.search(text), f"{path}: {text}"
     assert len(changed) - len(hazards) == NOT_HAZARD_LINES
     # Every listed non-hazard really is among the changed lines, so the list cannot hide a miss by going stale.
     assert excluded <= {(path, text) for path, _, text in changed}
@@ -111,6 +131,17 @@ def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, changed, f
         assert "dtype=torch.float" in line or ".0," in line, f"not a float enumeration: {line.strip()}"
     print(f"findings beyond the PR (false alarms: 0): {len(beyond)}")
     assert len(beyond) == FINDINGS_BEYOND_THE_PR
+
+
+def test_notes_beyond_the_pr_are_explicit_float32_enumerations(old_tree, changed, notes) -> None:
+    changed_lines = {(path, line) for path, line, _ in changed}
+    beyond = [d for d in notes if not lines_covered([d], old_tree) & changed_lines]
+    for d in beyond:
+        line = (Path(d.path).read_text().splitlines())[d.start.line - 1]
+        assert "torch.arange" in line
+        assert EXPLICIT_FLOAT32.search(line), f"not explicit float32: {line.strip()}"
+    print(f"RPL104 notes beyond the PR: {len(beyond)}")
+    assert len(beyond) == NOTES_BEYOND_THE_PR
 
 
 @pytest.mark.parametrize(("relative", "dtype"), INTEGER_DTYPE_SITES)

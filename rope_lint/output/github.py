@@ -1,4 +1,5 @@
-"""GitHub Actions workflow commands, `::error file=…,line=…,col=…,endLine=…,endColumn=…,title=CODE::message`.
+"""GitHub Actions workflow commands, `::error file=…,line=…,col=…,endLine=…,endColumn=…,title=CODE::message`
+(`::notice` for an informational rule's finding).
 
 GitHub reads one command a line, so nothing may wrap: values are escaped as the runner expects (`%`, CR and LF
 everywhere; `:` and `,` too inside properties), never folded to a terminal width, and the other characters that are
@@ -10,6 +11,7 @@ from __future__ import annotations
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.display import printable
 from rope_lint.output import Report
+from rope_lint.rules import is_informational
 
 
 def _data(value: str) -> str:
@@ -33,7 +35,8 @@ def line(diagnostic: Diagnostic) -> str:
             ("title", diagnostic.code),
         )
     )
-    return f"::error {properties}::{_data(diagnostic.message)}"
+    command = "notice" if is_informational(diagnostic.code) else "error"
+    return f"::{command} {properties}::{_data(diagnostic.message)}"
 
 
 def render(report: Report) -> str:

@@ -18,7 +18,7 @@ from rope_lint import TYPE_CHECKING, __version__
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.display import lossy
 from rope_lint.output import Report
-from rope_lint.rules import RULES_BY_CODE
+from rope_lint.rules import RULES_BY_CODE, is_informational
 
 if TYPE_CHECKING:
     from rope_lint.fix.edits import Replacement
@@ -61,8 +61,12 @@ def _rule(code: str, diagnostics: list[Diagnostic]) -> dict[str, object]:
         "shortDescription": {"text": rule.summary()},
         # The documentation is markdown already (`rope-lint rule CODE` prints the same text).
         "help": {"text": rule.documentation(), "markdown": rule.documentation()},
-        "defaultConfiguration": {"level": "error"},
+        "defaultConfiguration": {"level": _level(code)},
     }
+
+
+def _level(code: str) -> str:
+    return "note" if is_informational(code) else "error"
 
 
 def _uri(path: str) -> str:
@@ -83,7 +87,7 @@ def _result(diagnostic: Diagnostic, rule_index: int, edit: list[Replacement]) ->
     result: dict[str, object] = {
         "ruleId": diagnostic.code,
         "ruleIndex": rule_index,
-        "level": "error",
+        "level": _level(diagnostic.code),
         "message": {"text": lossy(diagnostic.message)},
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(diagnostic.path)}, "region": region}}],
     }

@@ -8,6 +8,7 @@ from rope_lint.diagnostics import ERROR_CODES
 from rope_lint.rules.base import Rule
 from rope_lint.rules.default_dtype_division import DefaultDtypeDivision
 from rope_lint.rules.expm1 import Expm1
+from rope_lint.rules.float32_arange_after_construction import Float32ArangeAfterConstruction
 from rope_lint.rules.float_arange import FloatArange
 from rope_lint.rules.float_literal_arange import FloatLiteralArange
 from rope_lint.rules.log1p import Log1p
@@ -25,6 +26,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     FloatArange,
     FloatLiteralArange,
     DefaultDtypeDivision,
+    Float32ArangeAfterConstruction,
     LowPrecisionRopeCache,
     RopeBufferDowncast,
     RopeDeviceMath,
@@ -38,6 +40,13 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Expm1,
 )
 RULES_BY_CODE: dict[str, type[Rule]] = {rule.code: rule for rule in ALL_RULES}
+
+
+def is_informational(code: str) -> bool:
+    """Whether findings of this code are notes (`Rule.informational`), not errors; a finding about the run itself
+    (RPL9xx) is an error."""
+    rule = RULES_BY_CODE.get(code)
+    return rule is not None and rule.informational
 
 
 def documentation_page() -> str:
@@ -64,10 +73,15 @@ def validate_selectors(selectors: Iterable[str]) -> None:
             raise UnknownCodeError(f"unknown rule code or prefix: {selector!r}")
 
 
+def selects(rule: type[Rule], selectors: Iterable[str]) -> bool:
+    """Whether selectors turn a rule on: any that names it, or, for an informational rule, only its full code."""
+    return rule.code in selectors if rule.informational else matches(rule.code, selectors)
+
+
 def select_rules(select: Iterable[str], ignore: Iterable[str]) -> list[Rule]:
     select, ignore = list(select), list(ignore)
     validate_selectors([*select, *ignore])
-    return [rule() for rule in ALL_RULES if matches(rule.code, select) and not matches(rule.code, ignore)]
+    return [rule() for rule in ALL_RULES if selects(rule, select) and not matches(rule.code, ignore)]
 
 
 _ALL_CODES = (*RULES_BY_CODE, *ERROR_CODES)

@@ -67,7 +67,7 @@ class ClassRewrite(namedtuple("ClassRewrite", ("codemod", "class_name"))):
     class_name: str | None
 
 
-class Flagged(namedtuple("Flagged", ("rule", "node", "message", "fix", "if_called_at_construction", "last"))):
+class Flagged(namedtuple("Flagged", ("rule", "node", "message", "fix", "rests_on_helpers", "last"))):
     """What a rule flagged in a file: the node (through the end of `last`, for a run of statements), why, the fix,
     and the public helpers of the file whose callers elsewhere decide whether it stands (`Diagnostic`). The engine
     gives it its path and position (`FileContext.diagnostic`)."""
@@ -77,7 +77,7 @@ class Flagged(namedtuple("Flagged", ("rule", "node", "message", "fix", "if_calle
     node: ast.expr | ast.stmt
     message: str
     fix: Fix | None
-    if_called_at_construction: tuple[str, ...]
+    rests_on_helpers: tuple[str, ...]
     last: ast.expr | ast.stmt | None
 
 
@@ -92,6 +92,12 @@ class Rule:
     # The types of its fixes' payloads (`Fix.payload`): what the cache rebuilds them from, by name.
     fix_payloads: ClassVar[tuple[type, ...]] = ()
     examples: ClassVar[tuple[Valid | Invalid, ...]]
+    # Whether a finding that rests on public helpers (`report`) stands where another module of the package calls one
+    # of them from a constructor (a construction hazard), or where none does (code that runs after construction).
+    stands_if_called_at_construction: ClassVar[bool] = True
+    # An informational rule reports what is exact where it stands but what a stricter policy changes: it runs only
+    # where a selector names its full code (`ALL` and prefixes leave it off), and its findings are notes, not errors.
+    informational: ClassVar[bool] = False
 
     def check(self, ctx: FileContext) -> Iterable[Flagged]:
         raise NotImplementedError
@@ -101,13 +107,14 @@ class Rule:
         node: ast.expr | ast.stmt,
         message: str,
         fix: Fix | None = None,
-        if_called_at_construction: tuple[str, ...] = (),
+        rests_on_helpers: tuple[str, ...] = (),
         last: ast.expr | ast.stmt | None = None,
     ) -> Flagged:
-        """A finding of this rule at `node`, or at the statements from `node` through `last`; where it is a hazard
-        only if another module calls one of the file's public helpers `if_called_at_construction` from a constructor,
-        the engine keeps it only then (`callers`)."""
-        return Flagged(self, node, message, fix, if_called_at_construction, last)
+        """A finding of this rule at `node`, or at the statements from `node` through `last`; where it rests on the
+        file's public helpers `rests_on_helpers`, the engine keeps it only where another module calls one of them from
+        a constructor, or, for a rule that is not `stands_if_called_at_construction`, only where none does
+        (`callers`)."""
+        return Flagged(self, node, message, fix, rests_on_helpers, last)
 
     def fix(self, node: cst.CSTNode, payload: tuple | None) -> cst.CSTNode:
         """The replacement for the LibCST node at a finding's range, made as the finding's payload says."""

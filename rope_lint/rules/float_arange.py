@@ -15,25 +15,6 @@ if TYPE_CHECKING:
     import libcst as cst
 
 
-def _inexact_unless(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> frozenset[str] | None:
-    """Whether the enumeration is exact however the model is built and run: float64 (exact to 2**53) wherever it
-    runs, and float32 (to 2**24) where it runs only after construction, out of zero.Init's and the default dtype's
-    reach. An explicit dtype only: an activation's or a weight's follows the model into bf16.
-
-    None where it may be rounded; otherwise the public helpers of the file that would make it a hazard if the rest
-    of the package called one from a constructor (empty: exact whatever other modules do)."""
-    literals = enumerations.literal_dtypes(ctx, dtype)
-    if literals is None:
-        return None
-    if literals <= _FLOAT64:
-        return frozenset()
-    return enumerations.runs_only_after_construction(ctx, call) if literals <= _FLOAT32_OR_64 else None
-
-
-_FLOAT64 = frozenset({"torch.float64"})
-_FLOAT32_OR_64 = frozenset({"torch.float32", "torch.float64"})
-
-
 class FloatArange(Rule):
     """
     `torch.arange` enumerates integer positions in a floating dtype.
@@ -52,7 +33,8 @@ class FloatArange(Rule):
       caller that may, and a public function that its package never calls (it is there for other code to call).
 
     An explicit float64 is never flagged: it holds integers exactly up to 2**53. Nor is an explicit float32
-    in code that runs only after construction: `forward`, a pipeline's `__call__`, a scheduler step, the
+    in code that runs only after construction (the informational RPL104 reports it, a note that only
+    `--select RPL104` turns on): `forward`, a pipeline's `__call__`, a scheduler step, the
     methods that only these call, and module-level helpers that only these call; for a public helper, in any
     module of its package (the tree of folders with an `__init__.py` that holds the file): a module that
     imports it, by any name, star imports included, or reads it off an imported module (`embeddings.helper(...)`),
@@ -116,8 +98,8 @@ class FloatArange(Rule):
     its `__init__`, only `forward`, `__call__` and what only they call count as run time; a dataclass's
     `__post_init__` counts as an initialiser. A helper reached through a table of functions, or passed as a
     value, counts as construction code. Callers outside the package (an application, a script) are not seen: a
-    public helper that its package calls only after construction is not reported, and one that its package never
-    calls is, with no lower severity (rope-lint has none). A dtype that arrives through
+    public helper that its package calls only after construction is not reported here (it is RPL104's), and one
+    that its package never calls is, as a hazard. A dtype that arrives through
     a call the file cannot follow (a helper from another module, `self.child.method(...)`) counts as unknown:
     a literal default then decides nothing, and a parameter named `dtype` or annotated `torch.dtype` is taken
     to be floating. A module built inside a pipeline call runs its `__init__` after the model is loaded;
@@ -141,11 +123,13 @@ class FloatArange(Rule):
             floating = is_floating_dtype(ctx, dtype)
             if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, dtype))):
                 continue
-            exact_unless = _inexact_unless(ctx, call, dtype)
-            if exact_unless == frozenset():
-                continue
+            if enumerations.is_explicit_float64(ctx, dtype):
+                continue  # exact to 2**53 wherever it runs
+            after = enumerations.explicit_float32_after_construction(ctx, call, dtype)
+            if after == frozenset():
+                continue  # RPL104's: exact to 2**24, out of zero.Init's and the default dtype's reach
             # A public helper that the file runs only after construction: the rest of its package decides.
-            called = tuple(sorted(exact_unless or ()))
+            called = tuple(sorted(after or ()))
             hazard = (
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
                 "and bf16 runs round above 256"

@@ -9,7 +9,7 @@ definition of its own, or an import from another module that defines one. A call
 as a call in the helper's own file does; any other use (the function passed as a value, a call at module level) may
 run at construction.
 
-Looked up by the engine after each file's check (`Diagnostic.if_called_at_construction`), so that a cached result
+Looked up by the engine after each file's check (`Diagnostic.rests_on_helpers`), so that a cached result
 never depends on another file. The result cache keeps a package's answers with a fingerprint of its files' statuses
 (`remember`): a warm run reads none of them while none has changed.
 """
@@ -35,7 +35,10 @@ if TYPE_CHECKING:
 class PackageCallers:
     """The answers of one run, by file and helper; a module's text is read once however many helpers it mentions."""
 
-    def __init__(self) -> None:
+    def __init__(self, codes_standing_after_construction: frozenset[str] = frozenset()) -> None:
+        # The rules whose findings stand where no module calls their helpers at construction (the others' stand where
+        # one does: `Rule.stands_if_called_at_construction`).
+        self._codes_standing_after = codes_standing_after_construction
         self._answers: dict[tuple[str, str], bool] = {}
         self._tops: dict[str, str] = {}
         self._package_modules: dict[str, list[str]] = {}
@@ -68,20 +71,20 @@ class PackageCallers:
 
     def standing(self, diagnostics: list[Diagnostic], source: str | None = None) -> list[Diagnostic]:
         """The findings that stand, resolved: a finding that rests on public helpers stands where another module of
-        the package calls one of them at construction, or none calls them at all. `source` is the text the findings
-        are of, where it may not be the file's (standard input, a fix not yet written)."""
+        the package calls one of them at construction, or none calls them at all; for the rules that report code run
+        after construction, where neither holds. `source` is the text the findings are of, where it may not be the
+        file's (standard input, a fix not yet written)."""
         if source is not None and diagnostics:
             self._sources[os.path.abspath(diagnostics[0].path)] = source
         for d in diagnostics:
-            if d.if_called_at_construction:
+            if d.rests_on_helpers:
                 top = self._top(os.path.abspath(d.path))
-                self._wanted.update((top, name) for name in d.if_called_at_construction)
-        return [
-            d._replace(if_called_at_construction=())
-            for d in diagnostics
-            if not d.if_called_at_construction
-            or any(self.called_at_construction(d.path, name) for name in d.if_called_at_construction)
-        ]
+                self._wanted.update((top, name) for name in d.rests_on_helpers)
+        return [d._replace(rests_on_helpers=()) for d in diagnostics if not d.rests_on_helpers or self._stands(d)]
+
+    def _stands(self, d: Diagnostic) -> bool:
+        called = any(self.called_at_construction(d.path, name) for name in d.rests_on_helpers)
+        return called != (d.code in self._codes_standing_after)
 
     def called_at_construction(self, path: str, name: str) -> bool:
         key = (os.path.abspath(path), name)

@@ -199,7 +199,7 @@ class FileContext:
             start=self.position(node.lineno, node.col_offset),
             end=self.position(last.end_lineno or last.lineno, last.end_col_offset or node.col_offset),
             fix=flagged.fix,
-            if_called_at_construction=flagged.if_called_at_construction,
+            rests_on_helpers=flagged.rests_on_helpers,
         )
 
 
