@@ -12,6 +12,7 @@ import inspect
 import os
 import re
 import sys
+import tokenize
 import types
 import warnings
 from collections.abc import Iterator, Sequence
@@ -22,7 +23,7 @@ from torch import nn
 
 from rope_lint.probe.build import describe
 from rope_lint.rules.analysis import computation, rotary
-from rope_lint.rules.analysis.context import FunctionNode
+from rope_lint.rules.analysis.context import FunctionNode, physical_lines
 
 # Cheap byte scan before importing a module of a package walk: only modules that use torch and mention rotary
 # embeddings, `inv_freq`, cos/sin or a complex exponential can hold a class worth probing, and importing the rest
@@ -188,24 +189,94 @@ def _top_package(module_name: str) -> str:
     return module_name.partition(".")[0]
 
 
+# A line at the left margin that starts a statement: it ends the top-level definition above it. (A string or a bracket
+# that reaches the margin inside a definition ends the block early too; the block then does not parse, and the whole
+# file is read instead.)
+_TOP_LEVEL_STATEMENT = re.compile(r"[A-Za-z_@]")
+_DEFINITION_HEADER = re.compile(r"(?:class|def|async\s+def)\s")
+
+
+class _SourceFile:
+    """One source file's definitions, as the imported objects name them. A top-level class or function is parsed on
+    its own, from its lines (a rotary class is a few dozen lines of a module of thousands: parsing whole modules took
+    3 to 4 s of transformers 5.24.0's walk); anything else, or a definition whose lines cannot be told apart, from the
+    whole file, once."""
+
+    def __init__(self, filename: str, text: str) -> None:
+        self.filename = filename
+        self.text = text
+        self.lines = physical_lines(text)
+        self._whole: _Definitions | None = None
+        self._blocks: dict[int, _Definitions | None] = {}
+
+    def class_def(self, qualname: str) -> ast.ClassDef | None:
+        if "." not in qualname:
+            found = [m for m in re.finditer(rf"^class\s+{re.escape(qualname)}\b", self.text, re.MULTILINE)]
+            if len(found) == 1:
+                block = self._block(self.text.count("\n", 0, found[0].start()) + 1)
+                if block is not None and qualname in block.classes:
+                    return block.classes[qualname]
+        return self._whole_file().classes.get(qualname)
+
+    def function_def(self, first_line: int) -> FunctionNode | None:
+        """The function whose first line (its first decorator's, if any) is `first_line`, as `co_firstlineno` has it."""
+        block = self._block(first_line)
+        if block is not None and first_line in block.functions:
+            return block.functions[first_line]
+        return self._whole_file().functions.get(first_line)
+
+    def _block(self, first_line: int) -> _Definitions | None:
+        """The definition that starts at the margin on `first_line` (1-based), parsed alone at its own line numbers;
+        None where its lines do not make one definition."""
+        if first_line not in self._blocks:
+            self._blocks[first_line] = self._parse_block(first_line)
+        return self._blocks[first_line]
+
+    def _parse_block(self, first_line: int) -> _Definitions | None:
+        index = first_line - 1
+        if not 0 <= index < len(self.lines) or not _TOP_LEVEL_STATEMENT.match(self.lines[index]):
+            return None
+        while index < len(self.lines) and self.lines[index].startswith("@"):  # decorators, one line each
+            index += 1
+        if index == len(self.lines) or not _DEFINITION_HEADER.match(self.lines[index]):
+            return None
+        end = index + 1
+        while end < len(self.lines) and not _TOP_LEVEL_STATEMENT.match(self.lines[end]):
+            end += 1
+        try:
+            tree = ast.parse("\n" * (first_line - 1) + "".join(self.lines[first_line - 1 : end]), self.filename)
+        except (SyntaxError, ValueError):
+            return None
+        return _Definitions(tree) if len(tree.body) == 1 else None
+
+    def _whole_file(self) -> _Definitions:
+        if self._whole is None:
+            try:
+                self._whole = _Definitions(ast.parse(self.text, self.filename))
+            except (SyntaxError, ValueError):
+                self._whole = _Definitions(ast.Module(body=[], type_ignores=[]))
+        return self._whole
+
+
 class _Sources:
-    """The source of classes and of the functions they call, each file parsed once, for `_computes_rotary_tables`.
-    A syntax tree takes about 20 times its file's size in Python objects (250 MB for the 127 files of transformers
-    5.24.0's walk), and trees kept to the end of the walk leave that memory scattered among the imported modules'
-    objects, where the allocator cannot give it back: one `_Sources` serves one module and is dropped with its trees
-    (it holds no reference cycle, so they go at once)."""
+    """The source of classes and of the functions they call, each file read once, for `_computes_rotary_tables`.
+    A syntax tree takes about 20 times its source's size in Python objects, and trees kept to the end of the walk
+    leave that memory scattered among the imported modules' objects, where the allocator cannot give it back: one
+    `_Sources` serves one module and is dropped with its trees (it holds no reference cycle, so they go at once)."""
 
     def __init__(self) -> None:
-        self._definitions: dict[str, _Definitions | None] = {}
+        self._files: dict[str, _SourceFile | None] = {}
         self._class_nodes: dict[type, ast.ClassDef | None] = {}
 
-    def _definitions_of(self, filename: str) -> _Definitions | None:
-        if filename not in self._definitions:
+    def _file(self, filename: str) -> _SourceFile | None:
+        if filename not in self._files:
             try:
-                self._definitions[filename] = _Definitions(ast.parse(Path(filename).read_bytes(), filename))
+                with tokenize.open(filename) as stream:  # in the encoding its coding line declares
+                    text = stream.read()
             except (OSError, SyntaxError, ValueError):
-                self._definitions[filename] = None  # no source to read: the class is judged by its name alone
-        return self._definitions[filename]
+                text = None  # no source to read: the class is judged by its name alone
+            self._files[filename] = None if text is None else _SourceFile(filename, text)
+        return self._files[filename]
 
     def resolve(self, callee: ast.expr, scope: object) -> computation.Resolved:
         """The definition of a function that model code calls (`helper`, `module.helper`), looked up in the globals
@@ -225,15 +296,15 @@ class _Sources:
         package = _top_package(getattr(value, "__module__", None) or "")
         if not (isinstance(value, types.FunctionType) and package == _top_package(scope.get("__name__", ""))):
             return None
-        definitions = self._definitions_of(value.__code__.co_filename)
-        function = definitions.functions.get(value.__code__.co_firstlineno) if definitions else None
+        source = self._file(value.__code__.co_filename)
+        function = source.function_def(value.__code__.co_firstlineno) if source else None
         return None if function is None else (function, value.__globals__)
 
     def class_node(self, klass: type) -> ast.ClassDef | None:
         if klass not in self._class_nodes:
             filename = getattr(sys.modules.get(klass.__module__), "__file__", None)
-            definitions = self._definitions_of(filename) if filename else None
-            self._class_nodes[klass] = definitions.classes.get(klass.__qualname__) if definitions else None
+            source = self._file(filename) if filename else None
+            self._class_nodes[klass] = source.class_def(klass.__qualname__) if source else None
         return self._class_nodes[klass]
 
 

@@ -234,3 +234,52 @@ def test_a_package_whose_modeling_modules_hold_no_rotary_code_is_walked_whole(pr
     [item] = run.json()["classes"]
     assert item["class"] == "layered.models.embeddings.AxisPositions"
     assert (item["found_by"], item["measured"], item["textbook"]) == ("computation", True, "agrees")
+
+
+BLOCKS_SOURCE = '''import torch
+
+
+@torch.no_grad()
+def angles(n: int, inv_freq):
+    return torch.outer(torch.arange(n).float(), inv_freq)
+
+
+class Rotary(torch.nn.Module):
+    """A docstring whose text
+reaches the margin: the class's lines cannot be told from its indentation."""
+
+    def forward(self, x):
+        return angles(x.shape[1], self.inv_freq).cos()
+
+
+def padded(
+    n: int,
+) -> int:
+    return n
+
+
+class Plain(torch.nn.Module):
+    class Inner:
+        pass
+'''
+
+
+def test_each_definition_is_read_from_its_own_lines_as_the_whole_file_has_it(tmp_path: Path) -> None:
+    """The probe's discovery parses a top-level class or function alone (`_SourceFile`), at its own line numbers, and
+    the whole file where its lines do not make one definition (a docstring at the margin, a nested class)."""
+    from rope_lint.probe.discover import _Definitions, _SourceFile
+
+    path = tmp_path / "model.py"
+    path.write_text(BLOCKS_SOURCE)
+    whole = _Definitions(ast.parse(BLOCKS_SOURCE))
+    source = _SourceFile(str(path), BLOCKS_SOURCE)
+    for first_line, function in whole.functions.items():
+        assert ast.dump(source.function_def(first_line), include_attributes=True) == ast.dump(
+            function, include_attributes=True
+        )
+    for name, node in whole.classes.items():
+        assert ast.dump(source.class_def(name), include_attributes=True) == ast.dump(node, include_attributes=True)
+    assert source.class_def("Missing") is None and source.function_def(1) is None
+    # Only the class with a docstring at the margin and the nested one needed the whole file; the rest were blocks.
+    assert source._block(4) is not None and source._block(17) is not None and source._block(23) is not None
+    assert source._block(9) is None
