@@ -63,19 +63,28 @@ class _Allocations(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         output = func(*args, **(kwargs or {}))
         fresh = _fresh_returns(func)
-        returned = (output,) if len(fresh) == 1 else output
-        created = {
-            _storage(value) for value, new in zip(returned, fresh, strict=False) if new for value in _leaves(value)
-        }
-        size = sum(nbytes for _, nbytes in created - {None})
+        if len(fresh) == 1 and isinstance(output, torch.Tensor):  # most ops: one tensor, read without a set
+            storage = _storage(output) if fresh[0] else None
+            size = storage[1] if storage else 0
+        else:
+            returned = (output,) if len(fresh) == 1 else output
+            created = {
+                _storage(value) for value, new in zip(returned, fresh, strict=False) if new for value in _leaves(value)
+            }
+            size = sum(nbytes for _, nbytes in created - {None})
         if size:
-            name = str(func)
+            name = _name(func)
             self.sizes[(name, self._calls[name])] = size
             self._calls[name] += 1
             self.total += size
             if self.total > self.limit:
                 raise OverBudget(self.total)
         return output
+
+
+@functools.cache
+def _name(func: Any) -> str:
+    return str(func)
 
 
 @functools.cache

@@ -72,11 +72,21 @@ class Yardstick:
 
     def __init__(self, reference: Tables, threshold: float, curves: bool = False) -> None:
         self.reference, self.threshold, self.curves = reference, threshold, curves
+        # Most tables stay within [-1, 1]: their limit is the threshold itself, with no per-element limit to compute.
+        self._within_one = all(
+            table.abs().max().item() <= 1.0 for table in (reference.cos, reference.sin) if table.numel()
+        )
 
-    def _errors(self, table: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(|table - reference| with NaN as infinite, which elements are wrong) for one block of rows."""
-        error = torch.sub(table, reference).abs_().nan_to_num_(nan=math.inf)
-        return error, error > reference.abs().clamp_(min=1.0).mul_(self.threshold)
+    def _errors(self, table: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
+        """(|table - reference| with NaN as infinite, its largest value, which elements are wrong) for one block of
+        rows."""
+        error = torch.sub(table, reference).abs_()
+        largest = error.max().item()
+        if math.isnan(largest):  # a NaN is the maximum of any tensor that holds one
+            largest = math.inf
+            error.nan_to_num_(nan=math.inf)
+        limit = self.threshold if self._within_one else reference.abs().clamp_(min=1.0).mul_(self.threshold)
+        return error, largest, error > limit
 
     def measure(self, tables: Tables) -> Measurement:
         """Compare float64 tables with the reference; NaN counts as an infinite error."""
@@ -86,13 +96,13 @@ class Yardstick:
         wrong, first_wrong, by_position = 0, None, []
         for start in range(0, rows, block):
             part = slice(start, start + block)
-            cos_error, cos_wrong = self._errors(tables.cos[part], self.reference.cos[part])
-            sin_error, sin_wrong = self._errors(tables.sin[part], self.reference.sin[part])
-            cos_max, sin_max = max(cos_max, cos_error.max().item()), max(sin_max, sin_error.max().item())
-            wrong += cos_wrong.sum().item() + sin_wrong.sum().item()
-            wrong_rows = (cos_wrong | sin_wrong).any(dim=1).nonzero()
-            if first_wrong is None and len(wrong_rows):
-                first_wrong = start + int(wrong_rows[0].item())
+            cos_error, cos_largest, cos_wrong = self._errors(tables.cos[part], self.reference.cos[part])
+            _, sin_largest, sin_wrong = self._errors(tables.sin[part], self.reference.sin[part])
+            cos_max, sin_max = max(cos_max, cos_largest), max(sin_max, sin_largest)
+            cos_count, sin_count = cos_wrong.sum().item(), sin_wrong.sum().item()
+            wrong += cos_count + sin_count
+            if first_wrong is None and cos_count + sin_count:
+                first_wrong = start + int((cos_wrong | sin_wrong).any(dim=1).nonzero()[0].item())
             if self.curves:
                 by_position.append(cos_error.amax(dim=1).float())
         return Measurement(
