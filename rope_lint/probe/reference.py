@@ -201,9 +201,10 @@ def _class_scaling(recipe: Recipe) -> dict[str, Any] | None:
     return merged
 
 
-def _textbook_like(recipe: Recipe, like: Tables) -> Tables:
+def _textbook_like(recipe: Recipe, like: Tables) -> tuple[Tables, float]:
     """The textbook table of the class's hyperparameters in the layout of `like` (the class's own tables) that is
-    closest to them, or ValueError when its hyperparameters cannot be read or no layout has their shape."""
+    closest to them, and its distance from them; ValueError when its hyperparameters cannot be read or no layout has
+    their shape."""
     if recipe.forward_call.x_kind == FEATURE_MAP:
         raise ValueError("a table over a 2-D grid, and the textbook RoPE is over one axis")
     scaling = _class_scaling(recipe)
@@ -221,22 +222,21 @@ def _textbook_like(recipe: Recipe, like: Tables) -> Tables:
     except (TypeError, ArithmeticError) as error:  # a factor of the wrong type, a zero length
         raise ValueError(f"its scaling cannot be read: {describe(error)}") from error
     layouts = [
-        layout
+        (layout, _distance(layout, like))
         for layout in (textbook, _interleaved(textbook), _one_half(textbook))
         if layout.cos.shape == like.cos.shape
     ]
     if not layouts:
         raise ValueError(f"its tables are {tuple(like.cos.shape)}, a textbook RoPE {tuple(textbook.cos.shape)}")
-    return min(layouts, key=lambda layout: _distance(layout, like))
+    return min(layouts, key=lambda layout_and_distance: layout_and_distance[1])
 
 
 def textbook_verdict(recipe: Recipe, tables: Tables) -> str:
     """How the class's float64 tables compare with a textbook RoPE of its own hyperparameters."""
     try:
-        textbook = _textbook_like(recipe, tables)
+        _, distance = _textbook_like(recipe, tables)
     except ValueError as error:
         return f"not readable ({error})"
-    distance = _distance(textbook, tables)
     return "agrees" if distance <= AGREEMENT else f"differs (max abs {distance:.3g})"
 
 
@@ -256,6 +256,7 @@ def reference_for(recipe: Recipe, fp32_tables: Tables) -> Reference:
     else:
         return Reference(tables, "float64 build", textbook=textbook_verdict(recipe, tables))
     try:
-        return Reference(_textbook_like(recipe, fp32_tables), "textbook", f"float64 build failed: {own_math_failure}")
+        textbook, _ = _textbook_like(recipe, fp32_tables)
+        return Reference(textbook, "textbook", f"float64 build failed: {own_math_failure}")
     except ValueError as error:
         raise ValueError(f"float64 build failed ({own_math_failure}); no textbook RoPE: {error}") from error
