@@ -122,24 +122,30 @@ def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, changed, findi
     assert excluded <= {(path, text) for path, _, text in changed}
 
 
-def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, changed, findings) -> None:
+def lines_beyond_the_pr(found: list[Diagnostic], changed: list[tuple[str, int, str]], root: Path) -> list[str]:
+    """The `torch.arange` lines of the findings on lines that the PR did not change."""
     changed_lines = {(path, line) for path, line, _ in changed}
-    beyond = [d for d in findings if not lines_covered([d], old_tree) & changed_lines]
-    for d in beyond:
-        line = (Path(d.path).read_text().splitlines())[d.start.line - 1]
-        assert "torch.arange" in line
-        assert "dtype=torch.float" in line or ".0," in line, f"not a float enumeration: {line.strip()}"
+    lines = [
+        Path(d.path).read_text().splitlines()[d.start.line - 1].strip()
+        for d in found
+        if not lines_covered([d], root) & changed_lines
+    ]
+    assert all("torch.arange" in line for line in lines), lines
+    return lines
+
+
+def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, changed, findings) -> None:
+    beyond = lines_beyond_the_pr(findings, changed, old_tree)
+    for line in beyond:
+        assert "dtype=torch.float" in line or ".0," in line, f"not a float enumeration: {line}"
     print(f"findings beyond the PR (false alarms: 0): {len(beyond)}")
     assert len(beyond) == FINDINGS_BEYOND_THE_PR
 
 
 def test_notes_beyond_the_pr_are_explicit_float32_enumerations(old_tree, changed, notes) -> None:
-    changed_lines = {(path, line) for path, line, _ in changed}
-    beyond = [d for d in notes if not lines_covered([d], old_tree) & changed_lines]
-    for d in beyond:
-        line = (Path(d.path).read_text().splitlines())[d.start.line - 1]
-        assert "torch.arange" in line
-        assert EXPLICIT_FLOAT32.search(line), f"not explicit float32: {line.strip()}"
+    beyond = lines_beyond_the_pr(notes, changed, old_tree)
+    for line in beyond:
+        assert EXPLICIT_FLOAT32.search(line), f"not explicit float32: {line}"
     print(f"RPL104 notes beyond the PR: {len(beyond)}")
     assert len(beyond) == NOTES_BEYOND_THE_PR
 

@@ -56,7 +56,8 @@ class Float32ArangeAfterConstruction(Rule):
 
     ## Known problems
     What runs after construction is read as RPL101 reads it (see its Known problems): a constructor elsewhere
-    that calls a method, or a caller outside the package, is not seen.
+    that calls a method, or a caller outside the package, is not seen. The flake8 plugin runs the rules that
+    `ALL` selects, so it never reports this one.
     """
 
     code = "RPL104"
