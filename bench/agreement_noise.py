@@ -1,0 +1,64 @@
+"""How much of a tiny model's bf16 argmax agreement with fp32 is its rotary tables, and how much is chance (issue 15).
+
+`fix --verify` builds a tiny random model of each causal-LM architecture whose rotary class the fix changed
+(`rope_lint.verify.models`) and asks that its agreement after `.to(torch.bfloat16)` be no lower than the original
+code's. The fixed code computes its tables from float32 frequencies that `.to` cannot round; the original computes
+them from frequencies rounded to bf16. This script builds the same tiny model with the original code, rounds it with
+`.to(torch.bfloat16)`, and measures it twice on the same 1,024 tokens: with the rounded frequencies (what the original
+code computes) and with the float32 ones put back (what the fixed code computes). For each it prints the agreement,
+the positions whose bf16 maximum is tied, and the RMS error of the logits against fp32; then how many positions only
+one of the two gets right.
+
+    PYTHONPATH=<site-packages of transformers 5.24.0> python bench/agreement_noise.py \\
+        transformers.models.nanochat.modeling_nanochat.NanoChatForCausalLM
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import torch
+
+from rope_lint.probe.discover import quiet_model_code
+from rope_lint.verify.models import SEQUENCE_LENGTH, tiny_model
+
+
+def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=ids, use_cache=False).logits.float()[0]
+
+
+def _describe(name: str, logits: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """Print the agreement of `logits` with the reference's argmax, and return which positions agree."""
+    expected = reference.argmax(-1)
+    agrees = logits.argmax(-1) == expected
+    tied = (logits == logits.max(-1, keepdim=True).values).sum(-1) > 1
+    rms = (logits - reference).pow(2).mean().sqrt().item()
+    share = agrees.float().mean().item()
+    print(f"{name}: agreement {share:.2%}, {int(tied.sum())} positions tied, RMS error {rms:.5f}")
+    return agrees
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("architecture", help="module.Class of a causal-LM model: ...modeling_llama.LlamaForCausalLM")
+    module, _, name = parser.parse_args().architecture.rpartition(".")
+    with quiet_model_code():
+        model, _ = tiny_model(getattr(importlib.import_module(module), name))
+        generator = torch.Generator().manual_seed(1)  # the tokens `verify_models` measures
+        ids = torch.randint(0, model.config.vocab_size, (1, SEQUENCE_LENGTH), generator=generator)
+        reference = _logits(model, ids)
+        exact = {key: value.clone() for key, value in model.named_buffers() if key.endswith("inv_freq")}
+        model.to(torch.bfloat16)
+        rounded = _describe("frequencies rounded by .to(bf16) (the original code)", _logits(model, ids), reference)
+        for key, value in exact.items():
+            owner, _, attribute = key.rpartition(".")
+            setattr(model.get_submodule(owner), attribute, value)
+        fixed = _describe("float32 frequencies (the fixed code)", _logits(model, ids), reference)
+    print(f"positions only the original gets right: {int((rounded & ~fixed).sum())}, only the fixed: "
+          f"{int((fixed & ~rounded).sum())}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
