@@ -212,11 +212,20 @@ class _SourceFile:
     def class_def(self, qualname: str) -> ast.ClassDef | None:
         if "." not in qualname:
             found = [m for m in re.finditer(rf"^class\s+{re.escape(qualname)}\b", self.text, re.MULTILINE)]
-            if len(found) == 1:
-                block = self._block(self.text.count("\n", 0, found[0].start()) + 1)
-                if block is not None and qualname in block.classes:
-                    return block.classes[qualname]
+            first_line = self._with_decorators(self.text.count("\n", 0, found[0].start())) if len(found) == 1 else None
+            block = None if first_line is None else self._block(first_line)
+            if block is not None and qualname in block.classes:
+                return block.classes[qualname]
         return self._whole_file().classes.get(qualname)
+
+    def _with_decorators(self, index: int) -> int | None:
+        """The first line (1-based) of the definition whose header is at `index` (0-based): that of its first
+        decorator, each on a line of its own; None where the line above them may end a decorator of several lines."""
+        while index > 0 and self.lines[index - 1].startswith("@"):
+            index -= 1
+        above = self.lines[index - 1] if index > 0 else ""
+        ends_a_statement = not above.strip() or above.startswith("#") or _TOP_LEVEL_STATEMENT.match(above)
+        return index + 1 if ends_a_statement else None
 
     def function_def(self, first_line: int) -> FunctionNode | None:
         """The function whose first line (its first decorator's, if any) is `first_line`, as `co_firstlineno` has it."""

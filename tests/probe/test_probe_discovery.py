@@ -261,6 +261,19 @@ def padded(
 class Plain(torch.nn.Module):
     class Inner:
         pass
+
+
+@dataclasses.dataclass
+@functools.total_ordering
+class Settings:
+    dim: int = 8
+
+
+@functools.wraps(
+    print,
+)
+class Wrapped:
+    pass
 '''
 
 
@@ -280,6 +293,8 @@ def test_each_definition_is_read_from_its_own_lines_as_the_whole_file_has_it(tmp
     for name, node in whole.classes.items():
         assert ast.dump(source.class_def(name), include_attributes=True) == ast.dump(node, include_attributes=True)
     assert source.class_def("Missing") is None and source.function_def(1) is None
-    # Only the class with a docstring at the margin and the nested one needed the whole file; the rest were blocks.
-    assert source._block(4) is not None and source._block(17) is not None and source._block(23) is not None
+    # Only the class with a docstring at the margin, the nested one and the one under a decorator of several lines
+    # needed the whole file; the rest, decorators of a line each included, were blocks.
+    assert all(source._block(line) is not None for line in (4, 17, 23, 28))
+    assert source._with_decorators(29) == 28 and source._with_decorators(36) is None  # 0-based index, 1-based line
     assert source._block(9) is None
