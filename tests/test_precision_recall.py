@@ -148,7 +148,9 @@ def test_transformers_rotary_classes_found_by_each_family(
         trees: dict[Path, ast.Module] = {}
         for finding in findings(site / "transformers", family):
             path = Path(finding.path)
-            tree = trees.setdefault(path, ast.parse(path.read_text()))
+            if path not in trees:  # each file parsed once, however many findings it has
+                trees[path] = ast.parse(path.read_text())
+            tree = trees[path]
             module = ".".join(path.relative_to(site).with_suffix("").parts)
             flagged |= {
                 f"{module}.{node.name}"
