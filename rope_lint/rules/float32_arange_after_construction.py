@@ -25,7 +25,7 @@ class Float32ArangeAfterConstruction(Rule):
     caller in the file overrides) in code that runs only after the model is built: `forward`, a pipeline's
     `__call__`, a scheduler step, the methods that only these call, and module-level helpers that only these
     call (for a public helper, in every module of its package, as RPL101 reads it). Its findings are notes
-    (SARIF `note`, GitHub `::notice`), not errors.
+    (SARIF `note`, GitHub `::notice`), not errors; where it is selected, they make `check` exit 1 like any finding.
 
     ## Why is this bad?
     Where it runs, it is exact: float32 holds every integer up to 2**24, and neither DeepSpeed's `zero.Init()`
