@@ -74,7 +74,8 @@ class Float32ArangeAfterConstruction(Rule):
             dtype = enumerations.dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call) or enumerations.fractional_start(call):
                 continue
-            after = enumerations.explicit_float32_after_construction(ctx, call, dtype)
+            literals = enumerations.literal_dtypes(ctx, dtype)
+            after = enumerations.explicit_float32_after_construction(ctx, call, literals)
             if after is None:
                 continue
             message = (

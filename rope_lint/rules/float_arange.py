@@ -123,9 +123,10 @@ class FloatArange(Rule):
             floating = is_floating_dtype(ctx, dtype)
             if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, dtype))):
                 continue
-            if enumerations.is_explicit_float64(ctx, dtype):
+            literals = enumerations.literal_dtypes(ctx, dtype)
+            if enumerations.only_float64(literals):
                 continue  # exact to 2**53 wherever it runs
-            after = enumerations.explicit_float32_after_construction(ctx, call, dtype)
+            after = enumerations.explicit_float32_after_construction(ctx, call, literals)
             if after == frozenset():
                 continue  # RPL104's: exact to 2**24, out of zero.Init's and the default dtype's reach
             # A public helper that the file runs only after construction: the rest of its package decides.

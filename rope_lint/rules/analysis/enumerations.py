@@ -613,19 +613,19 @@ def _all_after(
     return helpers
 
 
-def is_explicit_float64(ctx: FileContext, dtype: ast.expr) -> bool:
-    """Whether the `dtype=` argument is float64 however the file reaches it (`literal_dtypes`): exact to 2**53."""
-    literals = literal_dtypes(ctx, dtype)
+def only_float64(literals: frozenset[str] | None) -> bool:
+    """Whether an enumeration's literal dtypes (`literal_dtypes`) are float64 alone: exact to 2**53 wherever it runs."""
     return literals is not None and literals <= _FLOAT64
 
 
-def explicit_float32_after_construction(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> frozenset[str] | None:
-    """For an enumeration in an explicit float32 (float32, or float32 or float64, however the file reaches its
-    `dtype=` argument), where it runs only after construction: float32 then holds integers exactly to 2**24, and
-    neither zero.Init nor a default dtype set for loading casts it. `runs_only_after_construction`'s answer: the
-    public helpers it rests on (empty where the file alone proves it); None for any other dtype, or where the
-    enumeration may run at construction. RPL101 reports the None cases, RPL104 the others."""
-    literals = literal_dtypes(ctx, dtype)
+def explicit_float32_after_construction(
+    ctx: FileContext, call: ast.Call, literals: frozenset[str] | None
+) -> frozenset[str] | None:
+    """For an enumeration in an explicit float32 (its literal dtypes, `literal_dtypes`, are float32, or float32 or
+    float64), where it runs only after construction: float32 then holds integers exactly to 2**24, and neither
+    zero.Init nor a default dtype set for loading casts it. `runs_only_after_construction`'s answer: the public
+    helpers it rests on (empty where the file alone proves it); None for any other dtype, or where the enumeration
+    may run at construction. RPL101 reports the None cases, RPL104 the others."""
     if literals is None or not literals <= _FLOAT32_OR_64 or literals <= _FLOAT64:
         return None
     return runs_only_after_construction(ctx, call)
