@@ -19,12 +19,13 @@ class Float32ArangeAfterConstruction(Rule):
     `torch.arange` enumerates integer positions in an explicit float32 in code that runs after construction.
 
     ## What it does
-    An informational rule, off unless selected by its full code (`--select RPL104`; `ALL` and `RPL1` leave it
-    off). Flags what RPL101 leaves out on purpose: `torch.arange` with integer-valued bounds and an explicit
-    float32 `dtype=` (a literal, a name bound to one, or a `dtype` parameter that defaults to one and that no
-    caller in the file overrides) in code that runs only after the model is built: `forward`, a pipeline's
-    `__call__`, a scheduler step, the methods that only these call, and module-level helpers that only these
-    call (for a public helper, in every module of its package, as RPL101 reads it). Its findings are notes
+    An informational rule, off unless selected by its full code (`--select RPL104`; `ALL` and `RPL1` leave it off).
+    Flags what RPL101 leaves out on purpose: `torch.arange` with integer-valued bounds and an explicit float32
+    `dtype=` (a literal, a name bound to one, a `dtype` parameter that defaults to one and that no caller in the
+    file overrides, or a dtype that a helper picks from literal dtypes alone,
+    `adjust_for_device(torch.float32, device)`) in code that runs only after the model is built: `forward`, a
+    pipeline's `__call__`, a scheduler step, the methods that only these call, and module-level helpers that only
+    these call (for a public helper, in every module of its package, as RPL101 reads it). Its findings are notes
     (SARIF `note`, GitHub `::notice`), not errors; where it is selected, they make `check` exit 1 like any finding.
 
     ## Why is this bad?
@@ -52,7 +53,9 @@ class Float32ArangeAfterConstruction(Rule):
 
     ## Fix safety
     Safe: the int64 enumeration made float32 is the same tensor. It is offered where RPL101 would offer it: the
-    start and the step proven integral, an end not proven rounded up with `math.ceil`.
+    start and the step proven integral, an end not proven rounded up with `math.ceil`. A dtype named at run time
+    (a parameter, a helper's choice) is float32 or float64 here, and the rewrite casts back with
+    `.to(torch.promote_types(<dtype>, torch.float32))`, which keeps either.
 
     ## Known problems
     What runs after construction is read as RPL101 reads it (see its Known problems): a constructor elsewhere
@@ -85,6 +88,8 @@ class Float32ArangeAfterConstruction(Rule):
             rounding = enumerations.end_rounding(ctx, call)
             fix = None if rounding is None else enumerations.int64_fix(ctx, call, dtype, rounding)
             if fix is not None:
+                # RPL101 calls a promotion unsafe since it makes bf16 float32; float32 and float64 it keeps.
+                fix = fix._replace(safety=FixSafety.SAFE)
                 message += f"; for a stricter policy, {enumerations.int64_hint(ctx, dtype, rounding)}"
             yield self.report(call, message, fix, tuple(sorted(after)))
 
@@ -144,6 +149,23 @@ class Float32ArangeAfterConstruction(Rule):
             "        return relative_positions(x.shape[1])\n",
             safety=FixSafety.SAFE,
         ),
+        Invalid(
+            # A dtype that a helper picks from literal dtypes alone: float32 or float64 here.
+            "import torch\n"
+            "from .utils import pick_dtype\n"
+            "class Rotary(torch.nn.Module):\n"
+            "    def forward(self, ids, dim: int):\n"
+            "        dtype = pick_dtype(torch.float32, torch.float64, ids.device)\n"
+            "        return torch.arange(0, dim, 2, dtype=dtype, device=ids.device)\n",
+            fixed="import torch\n"
+            "from .utils import pick_dtype\n"
+            "class Rotary(torch.nn.Module):\n"
+            "    def forward(self, ids, dim: int):\n"
+            "        dtype = pick_dtype(torch.float32, torch.float64, ids.device)\n"
+            "        return torch.arange(0, dim, 2, dtype=torch.int64, device=ids.device)"
+            ".to(torch.promote_types(dtype, torch.float32))\n",
+            safety=FixSafety.SAFE,
+        ),
         # A step not proven integral: reported, with no int64 rewrite.
         Invalid(
             "import torch\n"
@@ -165,6 +187,15 @@ class Float32ArangeAfterConstruction(Rule):
             "def timestep_embedding(t, dim: int):\n"
             "    return t[:, None] * torch.arange(dim, dtype=torch.float32)\n"
             "NULL_EMBEDDING = timestep_embedding(torch.zeros(1), 8)\n"
+        ),
+        # A helper given an activation's dtype may return it (RPL101).
+        Valid(
+            "import torch\n"
+            "from .utils import adjust_for_device\n"
+            "class Rotary(torch.nn.Module):\n"
+            "    def forward(self, x, dim: int):\n"
+            "        dtype = adjust_for_device(torch.float32, x.dtype)\n"
+            "        return torch.arange(0, dim, 2, dtype=dtype, device=x.device)\n"
         ),
         # An activation's dtype follows the model into bf16 (RPL101); float64 is exact to 2**53; int64 is exact.
         Valid("import torch\ndef f(x):\n    return torch.arange(x.shape[1], dtype=x.dtype)\n"),

@@ -92,20 +92,22 @@ class FloatArange(Rule):
     would still be flagged here, so the fix could not clear its finding.
 
     ## Known problems
-    Whether code runs at construction is read from its own file, and for a public helper from its package. A
-    method is taken to run after construction when its class's own `__init__` does not reach it; a constructor
-    of another class that calls it, or a forward pass run by a constructor, is not seen. Where the class inherits
-    its `__init__`, only `forward`, `__call__` and what only they call count as run time; a dataclass's
-    `__post_init__` counts as an initialiser. A helper reached through a table of functions, or passed as a
-    value, counts as construction code. Callers outside the package (an application, a script) are not seen: a
-    public helper that its package calls only after construction is not reported here (it is RPL104's), and one
-    that its package never calls is, as a hazard. A dtype that arrives through
-    a call the file cannot follow (a helper from another module, `self.child.method(...)`) counts as unknown:
-    a literal default then decides nothing, and a parameter named `dtype` or annotated `torch.dtype` is taken
-    to be floating. A module built inside a pipeline call runs its `__init__` after the model is loaded;
-    rope-lint cannot tell it from a model's module, and reports it. Bounds read from attributes
-    (`self.max_seq_len`, `config.hidden_size`) are not proven integral: as an end they are rounded up, as a
-    start or a step they leave the finding without a fix.
+    Whether code runs at construction is read from its own file, and for a public helper from its package. A method
+    is taken to run after construction when its class's own `__init__` does not reach it; a constructor of another
+    class that calls it, or a forward pass run by a constructor, is not seen. Where the class inherits its
+    `__init__`, only `forward`, `__call__` and what only they call count as run time; a dataclass's `__post_init__`
+    counts as an initialiser. A helper reached through a table of functions, or passed as a value, counts as
+    construction code. Callers outside the package (an application, a script) are not seen: a public helper that its
+    package calls only after construction is not reported here (it is RPL104's), and one that its package never
+    calls is, as a hazard. A dtype that arrives through a call the file cannot follow (a helper from another module,
+    `self.child.method(...)`) counts as unknown: a literal default then decides nothing, and a parameter named
+    `dtype` or annotated `torch.dtype` is taken to be floating. A dtype that a helper returns from literal dtypes
+    alone (`adjust_for_device(torch.float64, ids.device)`, no argument naming another dtype) is taken as explicit:
+    one of those given; a helper that lowers float64 to float32 where a device lacks it (Apple's MPS) lowers it
+    where DeepSpeed's zero.Init does not run, and one that returns bf16 from them is not seen. A module
+    built inside a pipeline call runs its `__init__` after the model is loaded; rope-lint cannot tell it from a
+    model's module, and reports it. Bounds read from attributes (`self.max_seq_len`, `config.hidden_size`) are not
+    proven integral: as an end they are rounded up, as a start or a step they leave the finding without a fix.
     """
 
     code = "RPL101"
@@ -462,6 +464,44 @@ class FloatArange(Rule):
             "    def forward(self, inputs):\n"
             "        inputs = inputs.to(torch.float32)\n"
             "        return inputs * torch.arange(6, 9, dtype=inputs.dtype)[:, None]\n"
+        ),
+        Valid(
+            # A dtype that a helper picks from a literal float64 alone, at construction: float64, exact to 2**53.
+            "import torch\n"
+            "from .utils import adjust_for_device\n"
+            "class Rotary(torch.nn.Module):\n"
+            "    def __init__(self, dim: int, device=None):\n"
+            "        super().__init__()\n"
+            "        dtype = adjust_for_device(torch.float64, device)\n"
+            "        self.inv_freq = 1.0 / 10000 ** (torch.arange(0, dim, 2, dtype=dtype) / dim)\n"
+        ),
+        Valid(
+            # From a literal float32 in forward: explicit (RPL104's note).
+            "import torch\n"
+            "from .utils import adjust_for_device\n"
+            "class Rotary(torch.nn.Module):\n"
+            "    def forward(self, ids, dim: int):\n"
+            "        dtype = adjust_for_device(torch.float32, ids.device)\n"
+            "        return torch.arange(0, dim, 2, dtype=dtype, device=ids.device)\n"
+        ),
+        Invalid(
+            # The same at construction, where zero.Init casts it.
+            "import torch\n"
+            "from .utils import adjust_for_device\n"
+            "class Rotary(torch.nn.Module):\n"
+            "    def __init__(self, dim: int, device=None):\n"
+            "        super().__init__()\n"
+            "        dtype = adjust_for_device(torch.float32, device)\n"
+            "        self.inv_freq = 1.0 / 10000 ** (torch.arange(0, dim, 2, dtype=dtype) / dim)\n",
+            fixed="import torch\n"
+            "from .utils import adjust_for_device\n"
+            "class Rotary(torch.nn.Module):\n"
+            "    def __init__(self, dim: int, device=None):\n"
+            "        super().__init__()\n"
+            "        dtype = adjust_for_device(torch.float32, device)\n"
+            "        self.inv_freq = 1.0 / 10000 ** (torch.arange(0, dim, 2, dtype=torch.int64)"
+            ".to(torch.promote_types(dtype, torch.float32)) / dim)\n",
+            safety=FixSafety.UNSAFE,
         ),
         Valid(
             # A fractional start in forward with an explicit float32.

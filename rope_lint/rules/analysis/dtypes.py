@@ -69,6 +69,9 @@ def is_floating_dtype(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool 
         return literal in FLOATING_DTYPES
     if isinstance(node, ast.Call) and ctx.qualified_name(node.func) == "torch.get_default_dtype":
         return True
+    if isinstance(node, ast.Call):
+        chosen = chosen_from_literals(ctx, node)
+        return None if chosen is None else chosen <= FLOATING_DTYPES
     if isinstance(node, ast.Attribute) and node.attr == "dtype":
         # `self.dtype` of a model is the dtype of its parameters.
         if is_self_attribute(node):
@@ -77,6 +80,26 @@ def is_floating_dtype(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool 
     if isinstance(node, ast.Name):
         return _name_is_floating(ctx, node, depth, dtype_name=True)
     return None
+
+
+def chosen_from_literals(ctx: FileContext, call: ast.Call) -> frozenset[str] | None:
+    """The dtype that a helper picks from literal dtypes alone (`adjust_for_device(torch.float64, ids.device)`): the
+    code does not show which it returns, but no activation's or weight's dtype reaches it, so it is explicit, and
+    taken as one of those it is given (RPL101's Known problems). None where an argument could carry another dtype:
+    one that names a dtype but is no literal, or spread arguments."""
+    if any(isinstance(argument, ast.Starred) for argument in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+    given = {qualified_dtype(ctx, argument) for argument in arguments}
+    others = (argument for argument in arguments if qualified_dtype(ctx, argument) is None)
+    if given <= {None} or any(_names_a_dtype(node) for argument in others for node in ast.walk(argument)):
+        return None
+    return frozenset(given - {None})
+
+
+def _names_a_dtype(node: ast.AST) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return "dtype" in name.lower()
 
 
 def is_floating_tensor(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool | None:

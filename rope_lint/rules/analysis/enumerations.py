@@ -17,6 +17,7 @@ from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_
 from rope_lint.rules.analysis.dtypes import (
     FLOAT32_DTYPES,
     assigned_values,
+    chosen_from_literals,
     floating_by_name,
     parameter_of,
     qualified_dtype,
@@ -667,6 +668,9 @@ def _literal_dtypes(ctx: FileContext, node: ast.expr, scope: FunctionNode | None
         body = _literal_dtypes(ctx, node.body, scope, depth + 1)
         orelse = _literal_dtypes(ctx, node.orelse, scope, depth + 1)
         return None if body is None or orelse is None else body | orelse
+    if isinstance(node, ast.Call):
+        chosen = chosen_from_literals(ctx, node)
+        return None if chosen is None else frozenset(_CANONICAL_DTYPES.get(d, d) for d in chosen)
     if scope is None:
         return None
     if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
