@@ -54,8 +54,9 @@ class Float32ArangeAfterConstruction(Rule):
     ## Fix safety
     Safe: the int64 enumeration made float32 is the same tensor. It is offered where RPL101 would offer it: the
     start and the step proven integral, an end not proven rounded up with `math.ceil`. A dtype named at run time
-    (a parameter, a helper's choice) is float32 or float64 here, and the rewrite casts back with
-    `.to(torch.promote_types(<dtype>, torch.float32))`, which keeps either.
+    (a parameter, a name, a helper's choice) is cast back with `.to(torch.promote_types(<dtype>, torch.float32))`:
+    unsafe, as in RPL101. It keeps the float32 or float64 that the file shows, but a caller that the rules do not
+    see may pass bf16, which becomes float32.
 
     ## Known problems
     What runs after construction is read as RPL101 reads it (see its Known problems): a constructor elsewhere
@@ -67,7 +68,7 @@ class Float32ArangeAfterConstruction(Rule):
     name = "float32-arange-after-construction"
     prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES
-    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_safeties = frozenset({FixSafety.SAFE, FixSafety.UNSAFE})
     fix_payloads = (enumerations.Int64Enumeration,)
     stands_if_called_at_construction = False
     informational = True
@@ -88,8 +89,6 @@ class Float32ArangeAfterConstruction(Rule):
             rounding = enumerations.end_rounding(ctx, call)
             fix = None if rounding is None else enumerations.int64_fix(ctx, call, dtype, rounding)
             if fix is not None:
-                # RPL101 calls a promotion unsafe since it makes bf16 float32; float32 and float64 it keeps.
-                fix = fix._replace(safety=FixSafety.SAFE)
                 message += f"; for a stricter policy, {enumerations.int64_hint(ctx, dtype, rounding)}"
             yield self.report(call, message, fix, tuple(sorted(after)))
 
@@ -164,7 +163,7 @@ class Float32ArangeAfterConstruction(Rule):
             "        dtype = pick_dtype(torch.float32, torch.float64, ids.device)\n"
             "        return torch.arange(0, dim, 2, dtype=torch.int64, device=ids.device)"
             ".to(torch.promote_types(dtype, torch.float32))\n",
-            safety=FixSafety.SAFE,
+            safety=FixSafety.UNSAFE,
         ),
         # A step not proven integral: reported, with no int64 rewrite.
         Invalid(
