@@ -25,8 +25,9 @@ class FloatArange(Rule):
     - bf16 or fp16 (`torch.bfloat16`, `torch.half`, ...), anywhere;
     - a dtype that follows the model: `torch.get_default_dtype()`, or the `.dtype` of a tensor that the
       surrounding code shows to be floating (an `inv_freq` computed by division, `self.theta` assigned
-      floats, an activation such as `hidden_states`, a module's parameter such as `self.proj.weight`), also
-      through a `dtype` parameter whose callers in the file pass one (`dtype=q.dtype`), anywhere;
+      floats or what a function of the file returns, an activation such as `hidden_states`, a module's
+      parameter such as `self.proj.weight`), also through a `dtype` parameter whose callers in the file pass
+      one (`dtype=q.dtype`), anywhere;
     - an explicit float32 (a literal, a name bound to one, or a `dtype` parameter that defaults to one and that
       no caller in the file overrides) only in code that may run while a model is built: `__init__`, the
       methods it reaches, initialisers and cache builders, code at module level, a module-level function with a
@@ -464,6 +465,42 @@ class FloatArange(Rule):
             "    def forward(self, inputs):\n"
             "        inputs = inputs.to(torch.float32)\n"
             "        return inputs * torch.arange(6, 9, dtype=inputs.dtype)[:, None]\n"
+        ),
+        Invalid(
+            # The table's dtype is what a method of the class returns: floats, rounded by zero.Init at construction.
+            "import torch\n"
+            "class ScaledRotary(torch.nn.Module):\n"
+            "    def __init__(self, dim: int, max_positions: int):\n"
+            "        super().__init__()\n"
+            "        freqs = 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim)\n"
+            '        self.register_buffer("theta", self.scaled(freqs))\n'
+            "        t = torch.arange(max_positions, dtype=self.theta.dtype)\n"
+            '        self.register_buffer("angles", torch.outer(t, self.theta))\n'
+            "    def scaled(self, freqs):\n"
+            "        return torch.tensor([f / 8 for f in freqs.tolist()], dtype=freqs.dtype)\n",
+            fixed="import torch\n"
+            "class ScaledRotary(torch.nn.Module):\n"
+            "    def __init__(self, dim: int, max_positions: int):\n"
+            "        super().__init__()\n"
+            "        freqs = 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim)\n"
+            '        self.register_buffer("theta", self.scaled(freqs))\n'
+            "        t = torch.arange(max_positions, dtype=torch.int64)"
+            ".to(torch.promote_types(self.theta.dtype, torch.float32))\n"
+            '        self.register_buffer("angles", torch.outer(t, self.theta))\n'
+            "    def scaled(self, freqs):\n"
+            "        return torch.tensor([f / 8 for f in freqs.tolist()], dtype=freqs.dtype)\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        Valid(
+            # The same method returning integers: an int64 enumeration stays exact.
+            "import torch\n"
+            "class Buckets(torch.nn.Module):\n"
+            "    def __init__(self, n: int):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("edges", self.edges_of(n))\n'
+            "        t = torch.arange(n, dtype=self.edges.dtype)\n"
+            "    def edges_of(self, n):\n"
+            "        return torch.arange(n) * 4\n"
         ),
         Valid(
             # A dtype that a helper picks from a literal float64 alone, at construction: float64, exact to 2**53.

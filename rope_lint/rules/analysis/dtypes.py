@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 
 FLOATING_DTYPES = frozenset(
@@ -151,7 +152,59 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
                 return is_floating_tensor(ctx, node.args[0], depth + 1)
             if method in _DTYPE_PRESERVING_METHODS:
                 return is_floating_tensor(ctx, node.func.value, depth + 1)
+        return _returns_floating(ctx, node, depth)
     return None
+
+
+def _returns_floating(ctx: FileContext, call: ast.Call, depth: int) -> bool | None:
+    """A call of a function of the file, or of a method of the caller's class through `self.`: what its `return`
+    statements give, where they agree (`theta = self.scaled(freqs)`, which returns `torch.tensor(..., dtype=
+    freqs.dtype)`)."""
+    found = _callee(ctx, call)
+    if found is None:
+        return None
+    context, callee = found
+    answers = {
+        is_floating_tensor(context, node.value, depth + 1)
+        for node in ast.walk(callee)
+        if isinstance(node, ast.Return)
+        and node.value is not None
+        and next(context.enclosing_functions(node), None) is callee
+    }
+    return answers.pop() if len(answers) == 1 else None
+
+
+def _callee(ctx: FileContext, call: ast.Call) -> tuple[FileContext, FunctionNode] | None:
+    """The function a call runs, with the context it is read in: the statements that mention its name, parsed
+    alone, where its `return` statements are indexed, as the rules' own tree may not index them."""
+    # The rules' index of parents may not reach the call: its class is the one whose lines hold it.
+    classes = (c for c in ctx.tree.body if isinstance(c, ast.ClassDef) and c.lineno <= call.lineno <= c.end_lineno)
+    cls = next(classes, None) if is_self_attribute(call.func) else None
+    if isinstance(call.func, ast.Name):
+        name = call.func.id
+    elif cls is not None:
+        name = call.func.attr  # type: ignore[union-attr]
+    else:
+        return None
+    context = ctx.derived(_context_around, name)
+    if context is None:
+        return None
+    scope = context.tree.body
+    if cls is not None:
+        scope = next((c.body for c in scope if isinstance(c, ast.ClassDef) and c.name == cls.name), [])
+    found = [node for node in scope if isinstance(node, FunctionNode) and node.name == name]
+    return (context, found[0]) if len(found) == 1 else None
+
+
+def _context_around(ctx: FileContext, name: str) -> FileContext | None:
+    """The file's statements that mention `name`, parsed alone, with their `return` statements indexed; None where
+    they do not parse."""
+    occurrences = candidates.Occurrences(ctx.occurrences.data, ctx.occurrences.encoding)
+    try:
+        tree = candidates.parse(ctx.source, occurrences, (name,), None, ctx.path)
+        return FileContext(ctx.path, ctx.source, tree, (name, "return"), occurrences)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def floating_by_name(name: str) -> bool | None:
