@@ -69,6 +69,7 @@ CASES = [
     # Shape 4: tables kept as buffers, and positions made where the default device is.
     Case("rotary_default_device", "CheckpointedRotaryEmbedding", {"dim": DIM}, activations_and_positions),
     Case("rotary_default_device", "SequenceRotaryEmbedding", {"dim": DIM}, activations),
+    Case("rotary_default_device", "ScaledRotaryEmbedding", {"dim": DIM}, activations_and_positions),
     # Shape 5: tables from functions outside the class, and classes that initialise them again.
     Case("rotary_meta_init", "SharedFrequencyRotaryEmbedding", {"dim": DIM}, activations_and_positions),
     Case(
@@ -160,6 +161,10 @@ def test_fixed_class_works_under_a_default_device(case: Case) -> None:
     assert {name: buffer.device for name, buffer in fixed.named_buffers()} == {
         name: buffer.device for name, buffer in original.named_buffers() if name in dict(fixed.named_buffers())
     }
+    # So are its parameters, which are no tables: made on the CPU with them, they would stay there.
+    assert {name: p.device for name, p in fixed.named_parameters()} == {
+        name: p.device for name, p in original.named_parameters()
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -203,6 +208,8 @@ def test_fixed_class_moves_between_devices_and_dtypes_and_keeps_its_float32_tabl
     for _ in range(2):
         assert {tensor.device for tensor in outputs(fixed, case, META)} == {META}
     fixed.to_empty(device=CPU)
+    if hasattr(fixed, "reset_parameters"):  # `to_empty()` leaves parameters uninitialised, tables or not
+        fixed.reset_parameters()
     assert all(torch.equal(got, expected) for got, expected in zip(outputs(fixed, case, CPU), first, strict=True))
     fixed.to(torch.bfloat16)
     arguments = [
