@@ -338,10 +338,11 @@ class _TableStores(cst.CSTTransformer):
         )
 
 
-def _makes_parameter(call: cst.Call) -> bool:
-    """`nn.Parameter(data, ...)`, under any module prefix, with its data as the first positional argument."""
-    func = call.func
-    named = m.matches(func, m.Name("Parameter") | m.Attribute(attr=m.Name("Parameter")))
+def _holds_tensor(call: cst.Call) -> bool:
+    """`nn.Parameter(data, ...)` or `nn.Buffer(data, ...)`, under any module prefix, with its data as the first
+    positional argument."""
+    holders = m.Name("Parameter") | m.Name("Buffer")
+    named = m.matches(call.func, holders | m.Attribute(attr=holders))
     return named and bool(call.args) and call.args[0].keyword is None and call.args[0].star == ""
 
 
@@ -726,9 +727,10 @@ class _RotaryClassRewrite(cst.CSTTransformer):
             # Step 3: tensors are created on the CPU, and nothing moves before the math.
             if _is_factory(func):
                 return with_keyword(updated_node, "device", '"cpu"')
-            if _makes_parameter(updated_node) and not _placed(updated_node.args[0].value):
-                # A parameter is no table: the original made it on the default device, where a model built under
-                # `torch.set_default_device(...)` keeps every parameter, and never moves it.
+            if _holds_tensor(updated_node) and not _placed(updated_node.args[0].value):
+                # A parameter, or a buffer that step 1 kept (no table it makes a plain attribute): the original made it
+                # on the default device, where a model built under `torch.set_default_device(...)` keeps it, and
+                # never moves it.
                 return _on_default_device(updated_node, 0)
             moves_enumeration = m.matches(func, m.Attribute(attr=m.Name("to"))) and _contains_factory(func.value)
             if moves_enumeration and not _is_default_device_move(updated_node):

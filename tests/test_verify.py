@@ -164,6 +164,25 @@ def test_a_fixed_class_that_fails_under_a_condition_where_the_original_builds_fa
     assert detail.startswith("under default-dtype-bf16 the fixed class fails: AssertionError: not float32")
 
 
+def test_a_fixed_class_that_keeps_a_parameter_off_the_default_device_fails() -> None:
+    # The same values everywhere, but made on the CPU where the original made it on the default device: a model built
+    # under `torch.set_default_device(...)` would hold it on the CPU.
+    code = """
+        line = "        self.dim = dim\\n"
+        gained = ORIGINAL.replace(line, line + "        self.gain = nn.Parameter(torch.ones(1))\\n", 1)
+        pinned = gained.replace("torch.ones(1))", 'torch.ones(1, device="cpu"))', 1)
+        for original, fixed in ((gained, gained), (gained, pinned)):
+            for verification in verify_changes([(PATH, original, fixed)]):
+                print(verification.status, verification.name, verification.detail, sep="|")
+    """
+    run = verify_texts(code)
+    assert run.returncode == 0, run.stderr
+    rows = [line.split("|") for line in run.stdout.splitlines()]
+    assert [row[:2] for row in rows[:2]] == [[VERIFIED, name] for name in ROTARY_CLASSES]
+    off_the_device = "built under a default device, it keeps gain (cpu) off it, as the original does not"
+    assert rows[2:] == [[FAILED, name, off_the_device] for name in ROTARY_CLASSES]
+
+
 def test_a_state_dict_change_a_dtype_change_and_an_import_error_fail() -> None:
     code = """
         verify(ORIGINAL.replace('"inv_freq", inv_freq, persistent=False', '"inv_freq", inv_freq'))

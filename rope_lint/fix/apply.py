@@ -135,7 +135,7 @@ def with_converter_import_layout(outcomes: list[FileFixOutcome], diff_only: bool
     for outcome in outcomes:
         if outcome.held is not None:
             path, text = outcome.path, outcome.held.source.text
-            is_modular = os.path.basename(path).startswith("modular_")
+            is_modular = generated.is_modular_source(path)
             modulars.add(os.path.realpath(path) if is_modular else generated.modular_source(path, text))
 
     def texts(path: str) -> tuple[str, str]:

@@ -99,7 +99,7 @@ def carried_rewrites(path: Path, text: str, findings: list[Diagnostic]) -> list[
     keeps the table on the CPU, and the class generated from this one reads it through its copy on the input's
     device (`codemods/rope_tables.py`, step 5); regeneration copies the methods from here, so they must read it the
     same way. Not findings of their own: nothing is reported or counted for them."""
-    if not path.name.startswith("modular_") or (tree := generated.parsed_text(text)) is None:
+    if not generated.is_modular_source(path) or (tree := generated.parsed_text(text)) is None:
         return []
     rewritten = {d.fix.payload.class_name for d in findings if d.fix and isinstance(d.fix.payload, ClassRewrite)}
     carried = []

@@ -51,6 +51,12 @@ class Origin(namedtuple("Origin", ("path", "line", "inherited_from", "via"), def
         return f"generated from {os.path.basename(modular)}, which inherits {self.inherited_from} from {where}"
 
 
+def is_modular_source(path: FilePath) -> bool:
+    """A transformers modular source (`modular_<model>.py`), which transformers runs only through the file it
+    generates from it."""
+    return os.path.basename(path).startswith("modular_")
+
+
 def modular_source(path: FilePath, text: str) -> str | None:
     """The modular file named in a generated file's banner (links resolved), or None for a hand-written file."""
     match = re.search(_BANNER, text[:_BANNER_SPAN])
@@ -143,7 +149,7 @@ def inherited_classes(path: FilePath, text: str, name: str) -> list[str]:
     `text`): a modular source's, or a generated file's through its modular source. These are the bases of the modular
     class that it imports from another model's file, first base first; the class takes the members it does not
     define from them, so a rewrite of the class must agree with theirs. Empty for any other class or file."""
-    modular = str(path) if os.path.basename(path).startswith("modular_") else modular_source(path, text)
+    modular = str(path) if is_modular_source(path) else modular_source(path, text)
     tree = parsed_text(text) if modular == str(path) else _parse(modular) if modular else None
     if modular is None or tree is None:
         return []

@@ -27,7 +27,7 @@ def generated_files(modular: str) -> Iterator[str]:
     folder = os.path.dirname(modular)
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if name.endswith(".py") and not name.startswith("modular_") and os.path.isfile(path):
+        if name.endswith(".py") and not generated.is_modular_source(name) and os.path.isfile(path):
             text = generated.file_text(path)
             if generated.modular_source(path, text) == os.path.realpath(modular):
                 yield path

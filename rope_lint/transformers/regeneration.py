@@ -211,7 +211,7 @@ def _generated_files(changed: list[str], view: TreeView) -> set[str]:
         text = view.text(path)
         if generated.modular_source(path, text) is not None:
             found.add(path)
-        elif os.path.basename(path).startswith("modular_"):
+        elif generated.is_modular_source(path):
             folder = os.path.dirname(path)
             for name in sorted(os.listdir(folder)):
                 candidate = os.path.join(folder, name)

@@ -30,6 +30,7 @@ from rope_lint.engine import map_files
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, NOT_CALLED, VERIFIED, Verification
 from rope_lint.probe.build import describe
 from rope_lint.probe.discover import quiet_model_code, rotary_classes_of
+from rope_lint.transformers import generated
 from rope_lint.verify.classes import check_class
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference
 from rope_lint.verify.functions import check_function
@@ -99,7 +100,7 @@ def _checks(
         if not isinstance(fixed_cls, type):
             found.append(Verification(str(path), line, cls.__name__, FAILED, "the fixed module no longer defines it"))
             continue
-        check = check_class(cls, fixed_cls)
+        check = check_class(cls, fixed_cls, placement=not generated.is_modular_source(path))
         found.append(Verification(str(path), line, cls.__name__, check.status, check.detail))
     checked = {cls.__name__ for cls in rotary}
     for name in changed:

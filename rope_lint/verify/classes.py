@@ -3,9 +3,13 @@
 The probe works out how to build the original class and call its forward, within its default memory budget
 (`probe.runner.recipes_within_budget`); the fixed class is built and called the same way. In fp32 their forward
 outputs for positions 0..N-1 must agree to within `compare.TOLERANCE` (relative), with the same structure, dtypes and
-shapes, and their `state_dict`s must have the same keys and shapes. Then the fixed class runs under each of the
-probe's conditions: it must build wherever the original builds, and its tables must stay within the probe's threshold
-of the float64 reference wherever the original's do.
+shapes, and their `state_dict`s must have the same keys and shapes. Built under a default device
+(`with torch.device("meta")`, as training frameworks build models), every parameter and buffer the fixed class keeps
+must be where the original's is; not for a class of a transformers modular source, which runs only through the file
+generated from it (and verified on its own): imported as it is, its class takes the constructor of a parent in another
+file, which the rewrite of the generated class changes too, but the modular file does not hold. Then the fixed class
+runs under each of the probe's conditions: it must build wherever the original builds, and its tables must stay within
+the probe's threshold of the float64 reference wherever the original's do.
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ class ClassCheck:
     detail: str
 
 
-def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> ClassCheck:
-    """Build both classes as the probe builds the original, and compare them (see the module's docstring)."""
+def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module], placement: bool = True) -> ClassCheck:
+    """Build both classes as the probe builds the original, and compare them (see the module's docstring); `placement`:
+    whether to compare where they keep their tensors under a default device."""
     try:
         recipes = recipes_within_budget(original_cls, POSITIONS, DEFAULT_BUDGET)
     except Exception as error:  # CannotBuild, or anything the class raised while it was inspected
@@ -54,6 +59,8 @@ def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> Cl
         variant = f"{recipe.variant}: " if recipe.variant else ""
         try:
             difference = _compare_fp32(recipe, dataclasses.replace(recipe, cls=fixed_cls))
+            if placement:
+                _compare_placement(recipe, dataclasses.replace(recipe, cls=fixed_cls))
             conditions_clean, note = _check_conditions(recipe, tables, dataclasses.replace(recipe, cls=fixed_cls))
         except _Failure as failure:
             return ClassCheck(FAILED, f"{variant}{failure}")
@@ -104,6 +111,36 @@ def _compare_fp32(original: Recipe, fixed: Recipe) -> float:
     if state_dicts is not None:
         raise _Failure(state_dicts)
     return difference
+
+
+def _compare_placement(original: Recipe, fixed: Recipe) -> None:
+    """Raises _Failure where, built under a default device, a parameter or buffer of the fixed class is not where the
+    original's is (a tensor made on the CPU that the original made on the default device, and that nothing moves). A
+    class whose original cannot be built there (it reads values while it is built) is not checked."""
+    try:
+        with torch.device("meta"):
+            original_module = construct(original)
+    except Exception:
+        return
+    try:
+        with torch.device("meta"):
+            fixed_module = construct(fixed)
+    except Exception as error:
+        raise _Failure(f"the fixed class fails to build under a default device: {describe(error)}") from error
+    placed = {name: tensor.device for name, tensor in _held_tensors(original_module)}
+    elsewhere = sorted(
+        f"{name} ({tensor.device.type})"
+        for name, tensor in _held_tensors(fixed_module)
+        if name in placed and tensor.device != placed[name]
+    )
+    if elsewhere:
+        raise _Failure(
+            f"built under a default device, it keeps {', '.join(elsewhere)} off it, as the original does not"
+        )
+
+
+def _held_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    return [*module.named_parameters(), *module.named_buffers()]
 
 
 def _check_conditions(original: Recipe, fp32_tables: Tables, fixed: Recipe) -> tuple[int, str | None]:
