@@ -82,16 +82,20 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
     DESCRIPTION = "RoPE tables in float32 on the CPU, kept out of module.to(), cast late in forward."
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        rotary = rotary_class_names(tree)
-        movable = movable_class_names(tree, rotary)
+        rotary_names = rotary_class_names(tree)
+        movable = movable_class_names(tree, rotary_names)
         copied, inherited = self._sources(movable)
         kept = {
             name: tables
             for name in movable
             if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
         }
-        tree = tree.visit(_TableStores(kept, rotary - movable, movable))
-        tree = tree.visit(_RotaryClassRewrite(movable, {name: _inherited_tables(inherited[name]) for name in movable}))
+        classes = _parsed_classes(tree, rotary_names)
+        # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
+        construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
+        tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))
+        inherited_tables = {name: _inherited_tables(inherited[name]) for name in movable}
+        tree = tree.visit(_RotaryClassRewrite(movable, inherited_tables, construction))
         return tree.visit(_TablesOfModuleFunctions())
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -143,14 +147,18 @@ def rotary_class_names(module: cst.Module) -> set[str]:
 def movable_class_names(module: cst.Module, names: set[str]) -> set[str]:
     """The classes of `names` (rotary classes) whose tables the codemod can move to where they are used
     (`rotary.movable_rotary_classes`, on the classes' `ast`)."""
-    classes = [
-        parsed
+    return rotary.movable_rotary_classes(list(_parsed_classes(module, names).values()))
+
+
+def _parsed_classes(module: cst.Module, names: set[str]) -> dict[str, ast.ClassDef]:
+    """The `ast` of the module's classes of `names`, by name."""
+    return {
+        parsed.name: parsed
         for cls in module.body
         if isinstance(cls, cst.ClassDef) and cls.name.value in names
         for parsed in ast.parse(_code(cls)).body
         if isinstance(parsed, ast.ClassDef)
-    ]
-    return rotary.movable_rotary_classes(classes)
+    }
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -567,12 +575,18 @@ class _TablesOfModuleFunctions(cst.CSTTransformer):
 class _RotaryClassRewrite(cst.CSTTransformer):
     """Steps 3 to 5, inside rotary classes."""
 
-    def __init__(self, rotary: set[str], inherited: dict[str, tuple[set[str], set[str]]]) -> None:
+    def __init__(
+        self,
+        rotary: set[str],
+        inherited: dict[str, tuple[set[str], set[str]]],
+        construction: dict[str, set[str]],
+    ) -> None:
         super().__init__()
         self.rotary = rotary
         self.inherited = inherited  # per class: the tables its parent models' classes store, and those kept persistent
+        self.constructions = construction  # per class: the methods that run at construction
         self.class_stack: list[str] = []
-        self.construction: set[str] = set()  # __init__ and the methods it reaches
+        self.construction: set[str] = set()  # of the class being visited
         self.tables: set[str] = set()  # tables the construction stores: plain CPU attributes from now on
         self.persistent: set[str] = set()  # tables kept as buffers, read through their float32 copy
         self.devices: dict[str, str | None] = {}  # per method: where its table reads move to (`rotary.device_source`)
@@ -587,7 +601,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.class_stack.append(node.name.value)
         if node.name.value in self.rotary:
-            self.construction = _construction_methods(node)
+            self.construction = self.constructions[node.name.value]
             tables, persistent = self.inherited.get(node.name.value, (set(), set()))
             self.tables = _construction_tables(node, self.construction) | tables
             self.persistent = persistent | {

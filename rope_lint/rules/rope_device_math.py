@@ -69,11 +69,12 @@ class RopeDeviceMath(Rule):
     fix_payloads = (ClassRewrite,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
-        for cls in rotary.rotary_classes(ctx):
+        classes = {cls.name: cls for cls in rotary.rotary_classes(ctx)}
+        for cls in classes.values():
             rewrite = (
                 Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name)) if rotary.rewritable(ctx, cls) else None
             )
-            construction = rotary.construction_methods(cls)
+            construction = rotary.construction_methods(cls, classes)
             flow = _Flow(ctx, cls, construction)
             for method in rotary.methods(cls):
                 if method.name not in construction:

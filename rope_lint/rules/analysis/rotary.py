@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from rope_lint.rules.analysis import computation
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
@@ -190,19 +190,28 @@ def methods(cls: ast.ClassDef) -> list[FunctionNode]:
     return [node for node in cls.body if isinstance(node, FunctionNode)]
 
 
-def construction_methods(cls: ast.ClassDef) -> set[str]:
-    """The methods that build the tables: `__init__`, what it reaches through `self.`, and cache builders."""
+def construction_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef] | None = None) -> set[str]:
+    """The methods that build the tables: `__init__`, what it reaches through `self.`, cache builders, and the
+    methods that a base class among `classes` (the file's, by name) reaches from its `__init__`: the base's
+    constructor calls the subclass's override. Shared by the RPL203 check and the rope codemod, so that both mean
+    the same methods."""
+    classes = classes or {}
+    inherited: set[str] = set()
+    for base in cls.bases:
+        parent = classes.get(base.id) if isinstance(base, ast.Name) and base.id != cls.name else None
+        if parent is not None:
+            inherited |= construction_methods(parent, {k: v for k, v in classes.items() if k != cls.name})
     references = {
         method.name: {node.attr for node in ast.walk(method) if is_self_attribute(node)} for method in methods(cls)
     }
-    return reachable_from_init(references)
+    return reachable_from_init(references, inherited)
 
 
-def reachable_from_init(references: dict[str, set[str]]) -> set[str]:
+def reachable_from_init(references: dict[str, set[str]], inherited: set[str] | None = None) -> set[str]:
     """Given each method's `self.<name>` references: `__init__` and every method it names (a call, or `fn =
-    self.compute`), transitively, and the cache builders, which a subclass overrides and its parent's `__init__`
-    calls. Shared by the RPL203 check and the rope codemod, so that both mean the same methods."""
-    reached, pending = set(), ["__init__"]
+    self.compute`), transitively, the cache builders, which a subclass overrides and its parent's `__init__` calls,
+    and the methods of `inherited`, which a parent's construction reaches."""
+    reached, pending = set(), ["__init__", *(inherited or ())]
     while pending:
         name = pending.pop()
         if name in reached or name not in references:
@@ -336,11 +345,12 @@ def _passes_as_tensor(node: ast.AST) -> bool:
     )
 
 
-def tables_can_move(cls: ast.ClassDef) -> bool:
+def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> bool:
     """Whether the rope codemod can keep the class's tables as plain CPU attributes: every method that runs after
     construction, reads a table and returns a value has a `device_source` to move the table to. Otherwise the class
-    would return tables on the CPU to a model on an accelerator, and the codemod leaves it as it is."""
-    construction = construction_methods(cls)
+    would return tables on the CPU to a model on an accelerator, and the codemod leaves it as it is. `classes`: the
+    file's rotary classes by name, its bases among them (`construction_methods`)."""
+    construction = construction_methods(cls, classes)
     for method in methods(cls):
         if method.name in construction or device_source(method) is not None:
             continue
@@ -396,7 +406,7 @@ def movable_rotary_classes(classes: list[ast.ClassDef]) -> set[str]:
         for base in cls.bases:
             if isinstance(base, ast.Name) and base.id in by_name:
                 group[root(cls.name)] = root(base.id)
-    stuck = {root(cls.name) for cls in classes if not tables_can_move(cls)}
+    stuck = {root(cls.name) for cls in classes if not tables_can_move(cls, by_name)}
     return {name for name in by_name if root(name) not in stuck}
 
 
