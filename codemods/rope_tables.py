@@ -20,12 +20,15 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    A buffer kept this way is registered on the default device, where the original put it: left on the CPU, it
    would stay there in a model built under `with torch.device("meta")` or `torch.set_default_device(...)`.
 2. The cast on the way into a table goes: `emb.cos().to(dtype)` -> `emb.cos()` (float32).
-3. In `__init__` and the methods it reaches (the cache builders), the tables are computed on the CPU, once:
+3. In `__init__` and the methods it reaches (the cache builders, and the overrides of what a base class of the file
+   reaches from its `__init__`: `rotary.construction_methods`), the tables are computed on the CPU, once:
    every tensor factory (`torch.arange`, `linspace`, `ones`, ...) gets `device="cpu"`, `.to(device)` moves of an
    enumeration go, and a statement that computes a table through a function from outside the class (a helper, a
    registry's entry) runs under `with torch.device("cpu")`, so that a model built on `meta` holds real tables
-   through `to_empty()`. An enumeration keeps its dtype: turning it into int64 is RPL101's fix, made only where
-   its bounds are proven integral.
+   through `to_empty()`. A parameter, or a buffer that step 1 keeps, made there from such values goes to the
+   default device, where the original made it (`nn.Parameter(t.to(torch.get_default_device()))`): nothing would
+   move it off the CPU in a model built under `torch.set_default_device(...)`. An enumeration keeps its dtype:
+   turning it into int64 is RPL101's fix, made only where its bounds are proven integral.
 4. Positions never take a table's dtype: `.type_as(self.inv_freq)` becomes `.float()` in construction, and
    `.to(device=<device>, dtype=torch.float32)` at run time (`type_as` moved them to the table's device too).
 5. In the other methods, a table read is its copy on the device of a tensor the method takes, since a plain
@@ -76,6 +79,9 @@ from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
 _FP32_SUFFIX = "_fp32"
+# The key of the codemod context's scratch under which rope-lint gives the whole text of the file, of which the module
+# rewritten may be a run of statements.
+TEXT = "rope_lint.text"
 
 
 class RopeTablesCommand(VisitorBasedCodemodCommand):
@@ -90,7 +96,13 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
             for name in movable
             if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
         }
-        classes = _parsed_classes(tree, rotary_names)
+        # The module may be a run of the file's statements: the bases are read from the file itself too.
+        text = self._file_text()
+        try:
+            in_file = rotary.top_level_classes(ast.parse(text)) if text else {}
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            in_file = {}
+        classes = {**in_file, **_parsed_classes(tree, rotary_names)}
         # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
         construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
         tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))
@@ -105,6 +117,17 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
         text, _, _ = with_table_on_device(fixed.code)
         return fixed if text == fixed.code else cst.parse_module(text)
 
+    def _file_text(self) -> str | None:
+        """The whole text of the file being rewritten: as rope-lint gives it (`TEXT`), else read from its path."""
+        if TEXT in self.context.scratch:
+            return self.context.scratch[TEXT]
+        if not self.context.filename:
+            return None
+        try:
+            return Path(self.context.filename).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
     def _sources(self, classes: set[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         """For each of `classes`: the code of its `# Copied from` sources, and of the parent models' classes that
         regenerating it from a modular source merges into it (`transformers.generated.inherited_classes`). Its
@@ -115,13 +138,10 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
         """
         copied: dict[str, list[str]] = {name: [] for name in classes}
         inherited: dict[str, list[str]] = {name: [] for name in classes}
-        if not self.context.filename:
+        text = self._file_text()
+        if text is None:
             return copied, inherited
-        path = Path(self.context.filename)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return copied, inherited
+        path = Path(self.context.filename)  # type: ignore[arg-type]
         for name in classes:
             copied[name] = source_chain(path, text, name) if "Copied from" in text else []
             inherited[name] = generated.inherited_classes(path, text, name)

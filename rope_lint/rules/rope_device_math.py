@@ -15,8 +15,8 @@ class RopeDeviceMath(Rule):
     RoPE frequencies or tables are computed on the accelerator.
 
     ## What it does
-    In the methods of a rotary class that build its tables (`__init__`, the methods it reaches, and cache
-    builders), flags
+    In the methods of a rotary class that build its tables (`__init__`, the methods it reaches, cache builders,
+    and a subclass's overrides of what a rotary base class of the file reaches from its `__init__`), flags
     `torch.arange(..., device=device)` with a device other than the CPU, an enumeration with no device at all
     (DeepSpeed's `zero.Init()` fills in the accelerator), and `.to(device)` applied to an enumeration before
     the `pow`, `outer`, `cos` and `sin` that build the tables.
@@ -69,8 +69,8 @@ class RopeDeviceMath(Rule):
     fix_payloads = (ClassRewrite,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
-        classes = {cls.name: cls for cls in rotary.rotary_classes(ctx)}
-        for cls in classes.values():
+        classes = rotary.top_level_classes(ctx.tree)
+        for cls in rotary.rotary_classes(ctx):
             rewrite = (
                 Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name)) if rotary.rewritable(ctx, cls) else None
             )
@@ -139,6 +139,32 @@ class RopeDeviceMath(Rule):
             '        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
             "    def forward(self, x, position_ids):\n"
             "        return torch.arange(x.shape[1], device=x.device)\n"
+        ),
+        Invalid(
+            # The base's `__init__` calls `self._build`, so the subclass's override runs at construction too.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            '        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
+            "        self._build(64)\n"
+            "    def _build(self, n):\n"
+            '        self.angles = torch.outer(torch.arange(n, device="cpu").float(), self.inv_freq)\n'
+            "class ScaledRotaryEmbedding(RotaryEmbedding):\n"
+            "    def _build(self, n):\n"
+            "        self.angles = torch.outer(torch.arange(n).float() / 2, self.inv_freq)\n",
+            fixed="import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            '        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
+            "        self._build(64)\n"
+            "    def _build(self, n):\n"
+            '        self.angles = torch.outer(torch.arange(n, device="cpu").float(), self.inv_freq)\n'
+            "class ScaledRotaryEmbedding(RotaryEmbedding):\n"
+            "    def _build(self, n):\n"
+            '        self.angles = torch.outer(torch.arange(n, device="cpu").float() / 2, self.inv_freq)\n',
+            safety=FixSafety.UNSAFE,
         ),
         Valid(
             # The finished table goes where a buffer registered without a move would be: not math on a device.

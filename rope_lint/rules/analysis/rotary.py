@@ -192,9 +192,9 @@ def methods(cls: ast.ClassDef) -> list[FunctionNode]:
 
 def construction_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef] | None = None) -> set[str]:
     """The methods that build the tables: `__init__`, what it reaches through `self.`, cache builders, and the
-    methods that a base class among `classes` (the file's, by name) reaches from its `__init__`: the base's
-    constructor calls the subclass's override. Shared by the RPL203 check and the rope codemod, so that both mean
-    the same methods."""
+    methods that a base class among `classes` (the file's, by name: `top_level_classes`) reaches from its
+    `__init__`: the base's constructor calls the subclass's override. Shared by the RPL203 check and the rope
+    codemod, so that both mean the same methods."""
     classes = classes or {}
     inherited: set[str] = set()
     for base in cls.bases:
@@ -205,6 +205,11 @@ def construction_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef] 
         method.name: {node.attr for node in ast.walk(method) if is_self_attribute(node)} for method in methods(cls)
     }
     return reachable_from_init(references, inherited)
+
+
+def top_level_classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    """A module's top-level classes by name: the bases that `construction_methods` reads."""
+    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
 
 
 def reachable_from_init(references: dict[str, set[str]], inherited: set[str] | None = None) -> set[str]:
