@@ -9,6 +9,18 @@ from rope_lint.rules.analysis import dtypes, logdomain, rotary
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
 
+# A rotary class whose constructor builds its tables through a method that a subclass may override (an example's).
+_BUILDING_BASE = (
+    "import torch\n"
+    "class RotaryEmbedding(torch.nn.Module):\n"
+    "    def __init__(self, dim):\n"
+    "        super().__init__()\n"
+    '        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
+    "        self._build(64)\n"
+    "    def _build(self, n):\n"
+    '        self.angles = torch.outer(torch.arange(n, device="cpu").float(), self.inv_freq)\n'
+)
+
 
 class RopeDeviceMath(Rule):
     """
@@ -142,26 +154,10 @@ class RopeDeviceMath(Rule):
         ),
         Invalid(
             # The base's `__init__` calls `self._build`, so the subclass's override runs at construction too.
-            "import torch\n"
-            "class RotaryEmbedding(torch.nn.Module):\n"
-            "    def __init__(self, dim):\n"
-            "        super().__init__()\n"
-            '        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
-            "        self._build(64)\n"
-            "    def _build(self, n):\n"
-            '        self.angles = torch.outer(torch.arange(n, device="cpu").float(), self.inv_freq)\n'
-            "class ScaledRotaryEmbedding(RotaryEmbedding):\n"
+            _BUILDING_BASE + "class ScaledRotaryEmbedding(RotaryEmbedding):\n"
             "    def _build(self, n):\n"
             "        self.angles = torch.outer(torch.arange(n).float() / 2, self.inv_freq)\n",
-            fixed="import torch\n"
-            "class RotaryEmbedding(torch.nn.Module):\n"
-            "    def __init__(self, dim):\n"
-            "        super().__init__()\n"
-            '        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
-            "        self._build(64)\n"
-            "    def _build(self, n):\n"
-            '        self.angles = torch.outer(torch.arange(n, device="cpu").float(), self.inv_freq)\n'
-            "class ScaledRotaryEmbedding(RotaryEmbedding):\n"
+            fixed=_BUILDING_BASE + "class ScaledRotaryEmbedding(RotaryEmbedding):\n"
             "    def _build(self, n):\n"
             '        self.angles = torch.outer(torch.arange(n, device="cpu").float() / 2, self.inv_freq)\n',
             safety=FixSafety.UNSAFE,
