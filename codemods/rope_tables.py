@@ -96,13 +96,13 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
             for name in movable
             if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
         }
-        # The module may be a run of the file's statements: the bases are read from the file itself too.
-        text = self._file_text()
-        try:
-            in_file = rotary.top_level_classes(ast.parse(text)) if text else {}
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            in_file = {}
-        classes = {**in_file, **_parsed_classes(tree, rotary_names)}
+        classes = _parsed_classes(tree, rotary_names)
+        bases = {base.id for name in movable for base in classes[name].bases if isinstance(base, ast.Name)}
+        if bases - classes.keys():
+            # The module may be a run of the file's statements: the other bases are read from the whole text.
+            text = self._file_text()
+            whole = generated.parsed_text(text) if text else None
+            classes = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
         # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
         construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
         tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))

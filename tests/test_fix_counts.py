@@ -49,8 +49,10 @@ class _OnlyFirstClass(cst.CSTTransformer):
 def partial_codemod(monkeypatch: pytest.MonkeyPatch):
     real = codemods.apply_codemods
 
-    def first_class_only(module: cst.Module, names: list[str], filename: str | None = None) -> cst.Module:
-        return module.visit(_OnlyFirstClass(real(module, names, filename)))
+    def first_class_only(
+        module: cst.Module, names: list[str], filename: str | None = None, text: str | None = None
+    ) -> cst.Module:
+        return module.visit(_OnlyFirstClass(real(module, names, filename, text)))
 
     monkeypatch.setattr(codemods, "apply_codemods", first_class_only)
 
