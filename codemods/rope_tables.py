@@ -139,9 +139,9 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
         copied: dict[str, list[str]] = {name: [] for name in classes}
         inherited: dict[str, list[str]] = {name: [] for name in classes}
         text = self._file_text()
-        if text is None:
+        if text is None or not self.context.filename:  # the sources are found through the file's path
             return copied, inherited
-        path = Path(self.context.filename)  # type: ignore[arg-type]
+        path = Path(self.context.filename)
         for name in classes:
             copied[name] = source_chain(path, text, name) if "Copied from" in text else []
             inherited[name] = generated.inherited_classes(path, text, name)

@@ -140,6 +140,13 @@ class FileContext:
                 found.append(statement)
         return found
 
+    def parsed_around(self, needles: tuple[str, ...]) -> tuple[ast.Module, candidates.Occurrences]:
+        """The file's statements that mention any of `needles`, parsed alone (`candidates.parse`), and the
+        occurrences they were found by: every occurrence, whatever the rules' screens keep. Raises what parsing
+        raises."""
+        occurrences = candidates.Occurrences(self.occurrences.data, self.occurrences.encoding)
+        return candidates.parse(self.source, occurrences, needles, None, self.path), occurrences
+
     def derived(self, compute: Callable[..., T], *arguments: Hashable) -> T:
         """`compute(self, *arguments)`, computed once per file: what several rules, or several questions, derive
         alike (the rotary classes; the attributes a method assigns)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 
 FLOATING_DTYPES = frozenset(
@@ -199,9 +198,8 @@ def _callee(ctx: FileContext, call: ast.Call) -> tuple[FileContext, FunctionNode
 def _context_around(ctx: FileContext, name: str) -> FileContext | None:
     """The file's statements that mention `name`, parsed alone, with their `return` statements indexed; None where
     they do not parse."""
-    occurrences = candidates.Occurrences(ctx.occurrences.data, ctx.occurrences.encoding)
     try:
-        tree = candidates.parse(ctx.source, occurrences, (name,), None, ctx.path)
+        tree, occurrences = ctx.parsed_around((name,))
         return FileContext(ctx.path, ctx.source, tree, (name, "return"), occurrences)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None

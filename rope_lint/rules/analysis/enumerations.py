@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 from rope_lint.rules.analysis.dtypes import (
     FLOAT32_DTYPES,
@@ -499,12 +498,10 @@ class _CallGraph(namedtuple("_CallGraph", ("by_line", "functions", "classes", "s
 
 
 def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
-    """The `_CallGraph` of the statements that mention `name`, parsed alone (`candidates.parse`), as the rules'
-    own tree is; None where they do not parse."""
+    """The `_CallGraph` of the statements that mention `name`, parsed alone (`FileContext.parsed_around`), as the
+    rules' own tree is; None where they do not parse."""
     try:
-        tree = candidates.parse(
-            ctx.source, candidates.Occurrences(ctx.occurrences.data, ctx.occurrences.encoding), (name,), None, ctx.path
-        )
+        tree, _ = ctx.parsed_around((name,))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     by_line = {node.lineno: node for node in ast.walk(tree) if isinstance(node, FunctionNode)}
