@@ -39,8 +39,8 @@ class DefaultDtypeDivision(Rule):
     Flags an integer `torch.arange` (no dtype, or an integer dtype) that is an operand of `/`, as in
     the RoPE frequency line `base ** (torch.arange(0, dim, 2) / dim)`, where the division may run while a
     model is built, as RPL101 reads it (`runs_only_after_construction`): in `__init__`, the methods it reaches,
-    initialisers and cache builders, at module level, in a module-level function with a caller that may, and in a
-    public function that its package never calls or calls from such code. A cast to a floating
+    initialisers and cache builders, at module level, and in a module-level function, a plain class's initialiser
+    or a table of functions' entry with a caller that may, in its file or its package. A cast to a floating
     dtype before the division (`.float()`, `.to(torch.float32)`, `.to(dtype=torch.float32)`) makes the
     quotient that dtype's, and is not flagged.
 

@@ -25,7 +25,9 @@ class Float32ArangeAfterConstruction(Rule):
     file overrides, or a dtype that a helper picks from literal dtypes alone,
     `adjust_for_device(torch.float32, device)`) in code that runs only after the model is built: `forward`, a
     pipeline's `__call__`, a scheduler step, the methods that only these call, and module-level helpers that only
-    these call (for a public helper, in every module of its package, as RPL101 reads it). Its findings are notes
+    these call (for a public helper, in every module of its package, as RPL101 reads it); and in code that the rules
+    do not see run at all, which code outside may run anywhere: a public helper that its package never calls, a
+    dataclass that nothing makes, an entry of a table of functions that is never run. Its findings are notes
     (SARIF `note`, GitHub `::notice`), not errors; where it is selected, they make `check` exit 1 like any finding.
 
     ## Why is this bad?
@@ -33,7 +35,8 @@ class Float32ArangeAfterConstruction(Rule):
     nor the bf16 default dtype that `from_pretrained(torch_dtype=torch.bfloat16)` sets while a model is built
     acts on an explicit dtype after construction. It is reported for a stricter policy, the one of
     transformers' PR #28760, which enumerated every position in int64, forward passes included: the code then
-    stays exact if a later change moves it into a constructor, or gives it an activation's dtype.
+    stays exact if a later change moves it into a constructor, or gives it an activation's dtype. Code that the
+    rules do not see run is a hazard only where its caller is a constructor: select this rule to review it.
 
     ## Example
     ```python

@@ -30,19 +30,24 @@ class FloatArange(Rule):
       one (`dtype=q.dtype`), anywhere;
     - an explicit float32 (a literal, a name bound to one, or a `dtype` parameter that defaults to one and that
       no caller in the file overrides) only in code that may run while a model is built: `__init__`, the
-      methods it reaches, initialisers and cache builders, code at module level, a module-level function with a
-      caller that may, and a public function that its package never calls (it is there for other code to call).
+      methods it reaches, initialisers and cache builders, code at module level, and a module-level function,
+      a plain class's initialiser or a table of functions' entry with a caller that may.
 
-    An explicit float64 is never flagged: it holds integers exactly up to 2**53. Nor is an explicit float32
-    in code that runs only after construction (the informational RPL104 reports it, a note that only
-    `--select RPL104` turns on): `forward`, a pipeline's `__call__`, a scheduler step, the
-    methods that only these call, and module-level helpers that only these call; for a public helper, in any
-    module of its package (the tree of folders with an `__init__.py` that holds the file): a module that
-    imports it, by any name, star imports included, or reads it off an imported module (`embeddings.helper(...)`),
-    and calls it only after construction. A module that defines its own helper of that name, or imports one from a
-    module that does, does not count. A tensor cast to a literal dtype just before (`x = x.to(torch.float32)`,
-    then `dtype=x.dtype`) counts as that literal, and a submodule's `forward` gets the dtype that the module holding
-    it passes (`self.rope(n, dtype=torch.float32)` where `self.rope = Rope()`).
+    An explicit float64 is never flagged: it holds integers exactly up to 2**53. Nor is an explicit float32 in code that
+    the rules do not see run at construction (the informational RPL104 reports it, a note that only `--select RPL104`
+    turns on): `forward`, a pipeline's `__call__`, a scheduler step, the methods that only these call, and module-level
+    helpers that only these call; for a public helper, in any module of its package (the tree of folders with an
+    `__init__.py` that holds the file): a module that imports it, by any name, star imports included, or reads it off an
+    imported module (`embeddings.helper(...)`), and calls it only after construction. A module that defines its own
+    helper of that name, or imports one from a module that does, does not count, nor does naming it as a type (an
+    annotation, `isinstance`). A public helper that its package never calls is for code outside, which may run it
+    anywhere: a note too. A class that is not a module (no base but `object`, a dataclass) runs its `__init__` and
+    `__post_init__` where it is made, as a function runs where it is called. An entry of a table of functions
+    (`FEATURES = {"time": time_features}`) runs where the table's entries are called (`FEATURES[name](t)`); a
+    constructor that only keeps one (`functools.partial(...)`, `.append(...)`, an attribute) runs nothing. A tensor cast
+    to a literal dtype just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal, and a
+    submodule's `forward` gets the dtype that the module holding it passes (`self.rope(n, dtype=torch.float32)` where
+    `self.rope = Rope()`).
 
     ## Why is this bad?
     DeepSpeed's `zero.Init()` casts every floating tensor that a constructor returns to the training
@@ -93,22 +98,22 @@ class FloatArange(Rule):
     would still be flagged here, so the fix could not clear its finding.
 
     ## Known problems
-    Whether code runs at construction is read from its own file, and for a public helper from its package. A method
-    is taken to run after construction when its class's own `__init__` does not reach it; a constructor of another
-    class that calls it, or a forward pass run by a constructor, is not seen. Where the class inherits its
-    `__init__`, only `forward`, `__call__` and what only they call count as run time; a dataclass's `__post_init__`
-    counts as an initialiser. A helper reached through a table of functions, or passed as a value, counts as
-    construction code. Callers outside the package (an application, a script) are not seen: a public helper that its
-    package calls only after construction is not reported here (it is RPL104's), and one that its package never
-    calls is, as a hazard. A dtype that arrives through a call the file cannot follow (a helper from another module,
-    `self.child.method(...)`) counts as unknown: a literal default then decides nothing, and a parameter named
-    `dtype` or annotated `torch.dtype` is taken to be floating. A dtype that a helper returns from literal dtypes
-    alone (`adjust_for_device(torch.float64, ids.device)`, no argument naming another dtype) is taken as explicit:
-    one of those given; a helper that lowers float64 to float32 where a device lacks it (Apple's MPS) lowers it
-    where DeepSpeed's zero.Init does not run, and one that returns bf16 from them is not seen. A module
-    built inside a pipeline call runs its `__init__` after the model is loaded; rope-lint cannot tell it from a
-    model's module, and reports it. Bounds read from attributes (`self.max_seq_len`, `config.hidden_size`) are not
-    proven integral: as an end they are rounded up, as a start or a step they leave the finding without a fix.
+    Whether code runs at construction is read from its own file, and for a public helper from its package. A method is
+    taken to run after construction when its class's own `__init__` does not reach it; a constructor of another class
+    that calls it, or a forward pass run by a constructor, is not seen. Where the class inherits its `__init__`, only
+    `forward`, `__call__` and what only they call count as run time. A function passed as a value to a call counts as
+    construction code (`self.apply(init_fn)` runs it there); one that a constructor keeps is not seen run where what it
+    kept is called. Callers outside the package (an application, a script) are not seen: a public helper, or a public
+    plain class, that its package never calls is RPL104's note, not a hazard here, even where an application calls it
+    from a constructor. A dtype that arrives through a call the file cannot follow (a helper from another module,
+    `self.child.method(...)`) counts as unknown: a literal default then decides nothing, and a parameter named `dtype`
+    or annotated `torch.dtype` is taken to be floating. A dtype that a helper returns from literal dtypes alone
+    (`adjust_for_device(torch.float64, ids.device)`, no argument naming another dtype) is taken as explicit: one of
+    those given; a helper that lowers float64 to float32 where a device lacks it (Apple's MPS) lowers it where
+    DeepSpeed's zero.Init does not run, and one that returns bf16 from them is not seen. A module built inside a
+    pipeline call runs its `__init__` after the model is loaded; rope-lint cannot tell it from a model's module, and
+    reports it. Bounds read from attributes (`self.max_seq_len`, `config.hidden_size`) are not proven integral: as an
+    end they are rounded up, as a start or a step they leave the finding without a fix.
     """
 
     code = "RPL101"
@@ -222,20 +227,25 @@ class FloatArange(Rule):
             "import torch\n"
             "def f(x, window: int):\n"
             "    beg, end = x.size(1) + window, -(window // 2)\n"
-            "    return torch.arange(beg, end, -1.0, dtype=torch.float)\n",
+            "    return torch.arange(beg, end, -1.0, dtype=torch.float)\n"
+            "TABLE = f(torch.zeros(1, 8), 4)\n",
             fixed="import torch\n"
             "def f(x, window: int):\n"
             "    beg, end = x.size(1) + window, -(window // 2)\n"
-            "    return torch.arange(beg, end, -1, dtype=torch.int64).float()\n",
+            "    return torch.arange(beg, end, -1, dtype=torch.int64).float()\n"
+            "TABLE = f(torch.zeros(1, 8), 4)\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
             # An end not proven integral (a fraction would be truncated by int64): rounded up with `math.ceil`, which
             # keeps the elements, since the start and the step are integral.
-            "import torch\ndef f(t: int):\n    return torch.arange(-t, t + 0.1, 1, dtype=torch.float32)\n",
+            # A helper run at import, which may be inside a constructor's module (`TABLE = f(8)`).
+            "import torch\ndef f(t: int):\n    return torch.arange(-t, t + 0.1, 1, dtype=torch.float32)\n"
+            "TABLE = f(8)\n",
             fixed="import torch\nimport math\n\n"
             "def f(t: int):\n"
-            "    return torch.arange(-t, math.ceil(t + 0.1), 1, dtype=torch.int64).float()\n",
+            "    return torch.arange(-t, math.ceil(t + 0.1), 1, dtype=torch.int64).float()\n"
+            "TABLE = f(8)\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
@@ -257,8 +267,13 @@ class FloatArange(Rule):
         ),
         # A fractional or unknown step, or a start not proven integral: an int64 enumeration could lose an element or
         # raise, so no fix.
-        Invalid("import torch\ndef f(dim):\n    return torch.arange(0, 1, 4 / dim, dtype=torch.float32)\n"),
-        Invalid("import torch\ndef f(n: int, step):\n    return torch.arange(0, n, step, dtype=torch.float32)\n"),
+        Invalid(
+            "import torch\ndef f(dim):\n    return torch.arange(0, 1, 4 / dim, dtype=torch.float32)\nTABLE = f(8)\n"
+        ),
+        Invalid(
+            "import torch\ndef f(n: int, step):\n    return torch.arange(0, n, step, dtype=torch.float32)\n"
+            "TABLE = f(8, 2)\n"
+        ),
         Invalid(
             # At construction, zero.Init casts a floating enumeration whatever its dtype.
             "import torch\n"
@@ -420,6 +435,89 @@ class FloatArange(Rule):
             "        self.dim = dim\n"
             "    def forward(self, t):\n"
             "        return timestep_embedding(t, self.dim)\n"
+        ),
+        Valid(
+            # A public helper that nothing in its package calls: code outside may call it anywhere, which the rules
+            # do not see (RPL104's note).
+            "import torch\n"
+            "def sinusoid_table(n: int, dim: int):\n"
+            "    return torch.arange(n, dtype=torch.float32)[:, None] * torch.arange(dim, dtype=torch.float32)\n"
+        ),
+        Valid(
+            # A dataclass is not a module: its `__post_init__` runs where an instance is made, here nowhere in sight.
+            "import torch\n"
+            "from dataclasses import dataclass\n"
+            "@dataclass\n"
+            "class Schedule:\n"
+            "    ratios: tuple = (1.0, 0.5)\n"
+            "    def __post_init__(self):\n"
+            "        self.grid = torch.arange(len(self.ratios), dtype=torch.float32)\n"
+            "def apply_schedule(model, schedule: Schedule):\n"
+            "    if isinstance(schedule, Schedule):\n"
+            "        model.grid = schedule.grid\n"
+        ),
+        Invalid(
+            # The same class made by a module's constructor.
+            "import torch\n"
+            "from dataclasses import dataclass\n"
+            "@dataclass\n"
+            "class Schedule:\n"
+            "    ratios: tuple = (1.0, 0.5)\n"
+            "    def __post_init__(self):\n"
+            "        self.grid = torch.arange(len(self.ratios), dtype=torch.float32)\n"
+            "class Model(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.schedule = Schedule((1.0,) * 64)\n",
+            fixed="import torch\n"
+            "from dataclasses import dataclass\n"
+            "@dataclass\n"
+            "class Schedule:\n"
+            "    ratios: tuple = (1.0, 0.5)\n"
+            "    def __post_init__(self):\n"
+            "        self.grid = torch.arange(len(self.ratios), dtype=torch.int64).float()\n"
+            "class Model(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.schedule = Schedule((1.0,) * 64)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Valid(
+            # A table of functions whose entries the constructor keeps (`partial`, `append`) and forward runs.
+            "import functools\n"
+            "import torch\n"
+            "def _time_features(t, dim: int):\n"
+            "    return t[:, None] * torch.arange(dim, dtype=torch.float32)\n"
+            "FEATURES = {'time': _time_features}\n"
+            "class Features(torch.nn.Module):\n"
+            "    def __init__(self, names, dim: int):\n"
+            "        super().__init__()\n"
+            "        self.features = []\n"
+            "        for name in names:\n"
+            "            if name in FEATURES:\n"
+            "                self.features.append(functools.partial(FEATURES[name], dim=dim))\n"
+            "    def forward(self, t):\n"
+            "        return torch.cat([feature(t) for feature in self.features], dim=-1)\n"
+        ),
+        Invalid(
+            # A table of functions whose entry the constructor runs.
+            "import torch\n"
+            "def _positions(n: int):\n"
+            "    return torch.arange(n, dtype=torch.float32)\n"
+            "TABLES = {'positions': _positions}\n"
+            "class Tables(torch.nn.Module):\n"
+            "    def __init__(self, kind: str, n: int):\n"
+            "        super().__init__()\n"
+            "        self.table = TABLES[kind](n)\n",
+            fixed="import torch\n"
+            "def _positions(n: int):\n"
+            "    return torch.arange(n, dtype=torch.int64).float()\n"
+            "TABLES = {'positions': _positions}\n"
+            "class Tables(torch.nn.Module):\n"
+            "    def __init__(self, kind: str, n: int):\n"
+            "        super().__init__()\n"
+            "        self.table = TABLES[kind](n)\n",
+            safety=FixSafety.SAFE,
         ),
         Valid(
             # A submodule's forward, given float32 by the forward of the module that holds it.

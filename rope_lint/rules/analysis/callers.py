@@ -6,8 +6,9 @@ The package is the tree of folders with an `__init__.py` that holds the helper's
 package, the Python files beside it. Only its modules that mention the helper's name are read, and of those only the
 statements around the name are parsed. A use there counts unless the module binds the name to something else: a
 definition of its own, or an import from another module that defines one. A call counts as made after construction
-as a call in the helper's own file does; any other use (the function passed as a value, a call at module level) may
-run at construction.
+as a call in the helper's own file does; a name read as a type (an annotation, `isinstance`) runs nothing; any other
+use (the function passed as a value, a call at module level) may run at construction. A helper that no module of the
+package calls is left to code outside, which the rules do not see: not called at construction, as far as they know.
 
 Looked up by the engine after each file's check (`Diagnostic.rests_on_helpers`), so that a cached result
 never depends on another file. The result cache keeps a package's answers with a fingerprint of its files' statuses
@@ -114,12 +115,10 @@ class PackageCallers:
         return digest.hexdigest()
 
     def _look_up(self, path: str, name: str) -> bool:
-        """Whether a module of the package calls the helper at construction, or none calls it at all: a public
-        helper that its own package never calls is there for other code to call, a constructor among it."""
+        """Whether a module of the package calls the helper at construction. A public helper that its own package
+        never calls is there for code outside to call, which the rules do not see: like any code that they do not
+        see run at construction, it counts as run after."""
         top = self._top(path)
-        # The rule has judged the file's own calls: of them, only whether there are any counts here.
-        own = _context(path, (name,), self._sources.get(path))
-        calls = sum(_is_callee(own, use) for use in _uses(own, name, (name, set()))) if own else 0
         for module in self._mentioning(top, name):
             if module == path:
                 continue
@@ -135,8 +134,7 @@ class PackageCallers:
             found = _calls(ctx, name, binding)
             if found is None or any(self.called_at_construction(module, helper) for helper in set().union(*found)):
                 return True
-            calls += len(found)
-        return calls == 0
+        return False
 
     def _mentioning(self, top: str, name: str) -> list[str]:
         """The package's modules that can call `name` of another module: where an import names it, a star import
@@ -317,19 +315,23 @@ def _calls(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) ->
 
 
 def _uses(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) -> Iterator[ast.expr]:
-    """The names and attributes by which the module reads the helper."""
+    """The names and attributes by which the module reads the helper, other than as a type (`types_named`)."""
     bound, imported = binding
     statements = ctx.statements_with(tuple(n for n in (name, bound) if n))
-    for node in (node for statement in statements for node in ast.walk(statement)):
-        named = isinstance(node, ast.Name) and node.id == bound and isinstance(node.ctx, ast.Load)
-        attribute = (
-            isinstance(node, ast.Attribute)
-            and node.attr == name
-            and isinstance(node.value, ast.Name)
-            and node.value.id in imported
-        )
-        if named or attribute:
-            yield node
+    for statement in statements:
+        as_types = enumerations.types_named(statement)
+        for node in ast.walk(statement):
+            if id(node) in as_types:
+                continue
+            named = isinstance(node, ast.Name) and node.id == bound and isinstance(node.ctx, ast.Load)
+            attribute = (
+                isinstance(node, ast.Attribute)
+                and node.attr == name
+                and isinstance(node.value, ast.Name)
+                and node.value.id in imported
+            )
+            if named or attribute:
+                yield node
 
 
 def _is_callee(ctx: FileContext, node: ast.expr) -> bool:

@@ -469,25 +469,32 @@ def _is_cast_to_float32(ctx: FileContext, node: ast.AST | None) -> bool:
 # When does an enumeration run? At construction, where zero.Init and a bf16 default dtype act, or only after it?
 
 _RUNTIME_ENTRIES = frozenset({"forward", "__call__"})
+# What makes an instance of a class, a dataclass's generated `__init__` calling `__post_init__`.
+_INITIALISERS = frozenset({"__init__", "__post_init__"})
 # A parent's constructor calls its initialisers by name (`nn.Linear.__init__` calls `reset_parameters`): a method so
 # named runs at construction, as a cache builder does (`rotary.reachable_from_init`).
 _BUILDER_WORDS = ("init", "reset", "cache")
 
 
-class _Site(namedtuple("_Site", ("call", "function"))):
-    """Where a function or method is named: the call it is the callee of (None for any other use), and the outermost
-    function that holds it (None at module level or in a class body)."""
+class _Site(namedtuple("_Site", ("call", "function", "table", "stored"))):
+    """Where a function, plain class or method is named: the call it is the callee of (None for any other use), the
+    outermost function that holds it (None at module level or in a class body), the module-level table of functions
+    (`NAME = {...}`, or a list, tuple or set display) of which it is an entry, which runs where the table's entries
+    are called, and whether the use keeps it without running it: wrapped by `functools.partial`, appended to a list,
+    or assigned to an attribute or an item."""
 
     __slots__ = ()
     call: ast.Call | None
     function: FunctionNode | None
+    table: str | None
+    stored: bool
 
 
 class _CallGraph(namedtuple("_CallGraph", ("by_line", "functions", "classes", "sites", "method_sites"))):
-    """Where one name is used in a file: `f(...)` for a module-level function; `self.m(...)`, `cls.m(...)` or
-    `Class.m(...)` inside its class for a method. Read from the statements that mention the name (`_graph_of`), with
-    the classes' `__init__`: the rules' tree leaves out the functions that hold no candidate, callers among them.
-    `by_line` finds a function here by the line of its `def`."""
+    """Where one name is used in a file: `f(...)` for a module-level function or class, `TABLE[k](...)` for a table
+    of functions; `self.m(...)`, `cls.m(...)` or `Class.m(...)` inside its class for a method. Read from the
+    statements that mention the name (`_graph_of`), with the classes' `__init__`: the rules' tree leaves out the
+    functions that hold no candidate, callers among them. `by_line` finds a function here by the line of its `def`."""
 
     __slots__ = ()
     by_line: dict[int, FunctionNode]
@@ -495,6 +502,10 @@ class _CallGraph(namedtuple("_CallGraph", ("by_line", "functions", "classes", "s
     classes: dict[str, ast.ClassDef]
     sites: dict[str, list[_Site]]
     method_sites: dict[tuple[str, str], list[_Site]]
+
+
+_CONTAINERS = (ast.Dict, ast.List, ast.Tuple, ast.Set)
+_STORING_METHODS = frozenset({"append", "insert", "add"})
 
 
 def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
@@ -507,31 +518,98 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
     by_line = {node.lineno: node for node in ast.walk(tree) if isinstance(node, FunctionNode)}
     functions = {node.name: node for node in tree.body if isinstance(node, FunctionNode)}
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    tables = {
+        statement.targets[0].id: statement.value
+        for statement in tree.body
+        if isinstance(statement, ast.Assign)
+        and isinstance(statement.value, _CONTAINERS)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+    }
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    as_types = types_named(tree)
     sites: dict[str, list[_Site]] = {}
     method_sites: dict[tuple[str, str], list[_Site]] = {}
 
-    def visit(node: ast.AST, cls: ast.ClassDef | None, function: FunctionNode | None, callee_of: ast.Call | None):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in functions:
-            sites.setdefault(node.id, []).append(_Site(callee_of, function))
+    def site(node: ast.expr, function: FunctionNode | None) -> _Site | None:
+        """How `node` is used; None where the use runs nothing: a type, or a table tested for a key (`k in T`)."""
+        if id(node) in as_types:
+            return None
+        used, parent = node, parents.get(id(node))
+        if isinstance(node, ast.Name) and node.id in tables:
+            if isinstance(parent, ast.Compare) and all(isinstance(op, ast.In | ast.NotIn) for op in parent.ops):
+                return None
+            if not (isinstance(parent, ast.Subscript) and parent.value is node):
+                return _Site(None, function, None, False)  # the table passed on: anything may run its entries
+            used, parent = parent, parents.get(id(parent))
+        if isinstance(parent, ast.Call) and parent.func is used:
+            return _Site(parent, function, None, False)
+        while isinstance(parent, _CONTAINERS) or _is_partial_of(parent, used):
+            if function is None and any(parent is value for value in tables.values()):
+                return _Site(None, None, next(n for n, value in tables.items() if value is parent), False)
+            used, parent = parent, parents.get(id(parent))
+        return _Site(None, function, None, _keeps(parent, used))
+
+    def visit(node: ast.AST, cls: ast.ClassDef | None, function: FunctionNode | None):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in (name, *functions, *classes):
+            found = site(node, function)
+            if found is not None:
+                sites.setdefault(node.id, []).append(found)
         elif (
             isinstance(node, ast.Attribute)
             and cls is not None
             and isinstance(node.value, ast.Name)
             and node.value.id in ("self", "cls", cls.name)
         ):
-            method_sites.setdefault((cls.name, node.attr), []).append(_Site(callee_of, function))
+            found = site(node, function)
+            if found is not None:
+                method_sites.setdefault((cls.name, node.attr), []).append(found)
         inner_class, inner_function = cls, function
         if isinstance(node, ast.ClassDef) and cls is None and function is None:
             inner_class = node
         elif isinstance(node, FunctionNode) and function is None:
             inner_function = node
         for child in ast.iter_child_nodes(node):
-            called = node if isinstance(node, ast.Call) and child is node.func else None
-            visit(child, inner_class, inner_function, called)
+            visit(child, inner_class, inner_function)
 
     for statement in tree.body:
-        visit(statement, None, None, None)
+        visit(statement, None, None)
     return _CallGraph(by_line, functions, classes, sites, method_sites)
+
+
+def _keeps(node: ast.AST | None, value: ast.expr) -> bool:
+    """Whether `node` keeps `value` without running it: assigns it to an attribute or an item, or appends it."""
+    if isinstance(node, ast.Assign):
+        return node.value is value and all(isinstance(target, ast.Attribute | ast.Subscript) for target in node.targets)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _STORING_METHODS
+        and any(argument is value for argument in node.args)
+    )
+
+
+def _is_partial_of(node: ast.AST | None, callable_: ast.expr) -> bool:
+    """Whether `node` is `functools.partial(callable_, ...)`, which keeps the callable without running it."""
+    if not (isinstance(node, ast.Call) and node.args and node.args[0] is callable_):
+        return False
+    return (isinstance(node.func, ast.Name) and node.func.id == "partial") or (
+        isinstance(node.func, ast.Attribute) and node.func.attr == "partial"
+    )
+
+
+def types_named(tree: ast.AST) -> set[int]:
+    """The `id`s of the nodes in `tree` that name a type and run nothing: annotations, and the classes that
+    `isinstance` and `issubclass` test against."""
+    types: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            types.append(node.annotation)
+        elif isinstance(node, FunctionNode) and node.returns is not None:
+            types.append(node.returns)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2:
+            types.extend(node.args[1:] if node.func.id in ("isinstance", "issubclass") else ())
+    return {id(inner) for node in types for inner in ast.walk(node)}
 
 
 def _placed(ctx: FileContext, function: FunctionNode) -> tuple[_CallGraph, FunctionNode] | None:
@@ -554,8 +632,10 @@ def runs_only_after_construction(ctx: FileContext, node: ast.AST) -> frozenset[s
       construction where the class has its own `__init__`; where it inherits one, which may call it, only
       `forward` and `__call__` are.
     - A module-level function runs after construction when the file names it only as the callee of calls that all
-      run after construction, and, where it is public, when the rest of its package does too; a private one
-      (`_name`) that the file never calls proves nothing.
+      run after construction, or where it is kept to be called later (`_Site`), and, where it is public, when the
+      rest of its package does too; a private one (`_name`) that the file never names proves nothing. The
+      initialisers of a plain class (not a module) run where the class is called, and an entry of a table of
+      functions where the table's entries are.
     - Code at module level, or in a class body, runs at import, which may be inside a constructor's module.
     """
     functions = list(ctx.enclosing_functions(node))
@@ -577,12 +657,12 @@ def _function_runs_after(
     seen = seen | {key}
     graph, function = placed
     if graph.functions.get(function.name) is function:
-        uses = graph.sites.get(function.name, [])
-        public = not function.name.startswith("_")
-        if not (uses or public) or any(use.call is None or use.function is None for use in uses):
-            return None
-        return _all_after(ctx, [use.function for use in uses], seen, frozenset({function.name} if public else ()))
+        return _called_after(ctx, graph, function.name, seen)
     cls = next((c for c in graph.classes.values() if function in c.body), None)
+    if cls is not None and function.name in _INITIALISERS and _is_plain(cls):
+        # Not a module: it runs where something makes an instance, as a function runs where it is called.
+        class_graph = ctx.derived(_graph_of, cls.name)
+        return None if class_graph is None else _called_after(ctx, class_graph, cls.name, seen)
     if cls is None or function.name == "__init__" or any(word in function.name.lower() for word in _BUILDER_WORDS):
         return None
     callers = {
@@ -596,6 +676,38 @@ def _function_runs_after(
         isinstance(member, FunctionNode) and member.name == "__init__" for member in cls.body
     )
     return frozenset() if runs_after else None
+
+
+def _called_after(
+    ctx: FileContext, graph: _CallGraph, name: str, seen: frozenset[tuple[str, int]]
+) -> frozenset[str] | None:
+    """`_function_runs_after` of a module-level function, plain class or table of functions `name`, by where the
+    file runs it: each call, and for an entry of a table, where the table's entries are called. A use that keeps it
+    without running it (`_Site.stored`) runs nothing there; what later calls what it kept, the rules do not follow:
+    not at construction, as far as they can see."""
+    uses = graph.sites.get(name, [])
+    public = not name.startswith("_")
+    if not (uses or public):
+        return None
+    helpers = frozenset({name} if public else ())
+    callers = []
+    for use in uses:
+        if use.table is not None:
+            table_graph = ctx.derived(_graph_of, use.table)
+            after = None if table_graph is None else _called_after(ctx, table_graph, use.table, seen)
+            if after is None:
+                return None
+            helpers |= after
+        elif not use.stored:
+            if use.call is None or use.function is None:
+                return None
+            callers.append(use.function)
+    return _all_after(ctx, callers, seen, helpers)
+
+
+def _is_plain(cls: ast.ClassDef) -> bool:
+    """Whether a class is surely not a module: it has no base but `object`, and no metaclass."""
+    return not cls.keywords and all(isinstance(base, ast.Name) and base.id == "object" for base in cls.bases)
 
 
 def _all_after(
