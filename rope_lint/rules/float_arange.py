@@ -43,11 +43,10 @@ class FloatArange(Rule):
     annotation, `isinstance`). A public helper that its package never calls is for code outside, which may run it
     anywhere: a note too. A class that is not a module (no base but `object`, a dataclass) runs its `__init__` and
     `__post_init__` where it is made, as a function runs where it is called. An entry of a table of functions
-    (`FEATURES = {"time": time_features}`) runs where the table's entries are called (`FEATURES[name](t)`); a
-    constructor that only keeps one (`functools.partial(...)`, `.append(...)`, an attribute) runs nothing. A tensor cast
-    to a literal dtype just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal, and a
-    submodule's `forward` gets the dtype that the module holding it passes (`self.rope(n, dtype=torch.float32)` where
-    `self.rope = Rope()`).
+    (`FEATURES = {"time": time_features}`) runs where an entry read off the table is called; a constructor that only
+    keeps one (`functools.partial(...)`, `.append(...)`, an attribute) runs nothing. A tensor cast to a literal dtype
+    just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal, and a submodule's `forward`
+    gets the dtype that the module holding it passes (`self.rope(n, dtype=torch.float32)` where `self.rope = Rope()`).
 
     ## Why is this bad?
     DeepSpeed's `zero.Init()` casts every floating tensor that a constructor returns to the training

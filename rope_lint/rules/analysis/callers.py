@@ -315,23 +315,19 @@ def _calls(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) ->
 
 
 def _uses(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) -> Iterator[ast.expr]:
-    """The names and attributes by which the module reads the helper, other than as a type (`types_named`)."""
+    """The names and attributes by which the module reads the helper, other than as a type (`names_a_type`)."""
     bound, imported = binding
     statements = ctx.statements_with(tuple(n for n in (name, bound) if n))
-    for statement in statements:
-        as_types = enumerations.types_named(statement)
-        for node in ast.walk(statement):
-            if id(node) in as_types:
-                continue
-            named = isinstance(node, ast.Name) and node.id == bound and isinstance(node.ctx, ast.Load)
-            attribute = (
-                isinstance(node, ast.Attribute)
-                and node.attr == name
-                and isinstance(node.value, ast.Name)
-                and node.value.id in imported
-            )
-            if named or attribute:
-                yield node
+    for node in (node for statement in statements for node in ast.walk(statement)):
+        named = isinstance(node, ast.Name) and node.id == bound and isinstance(node.ctx, ast.Load)
+        attribute = (
+            isinstance(node, ast.Attribute)
+            and node.attr == name
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+        )
+        if (named or attribute) and not enumerations.names_a_type(node, ctx.parent):
+            yield node
 
 
 def _is_callee(ctx: FileContext, node: ast.expr) -> bool:

@@ -526,32 +526,33 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
         and len(statement.targets) == 1
         and isinstance(statement.targets[0], ast.Name)
     }
-    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    as_types = types_named(tree)
+    named = {name, *functions, *classes}
     sites: dict[str, list[_Site]] = {}
     method_sites: dict[tuple[str, str], list[_Site]] = {}
+    ancestors: list[ast.AST] = []  # of the node being visited, its statement first
 
-    def site(node: ast.expr, function: FunctionNode | None) -> _Site | None:
+    def site(node: ast.Name, function: FunctionNode | None) -> _Site | None:
         """How `node` is used; None where the use runs nothing: a type, or a table tested for a key (`k in T`)."""
-        if id(node) in as_types:
+        chain = dict(zip(map(id, [*ancestors[1:], node]), ancestors, strict=True))
+        if names_a_type(node, lambda child: chain.get(id(child))):
             return None
-        used, parent = node, parents.get(id(node))
-        if isinstance(node, ast.Name) and node.id in tables:
+        used, parent = node, chain.get(id(node))
+        if node.id in tables:
             if isinstance(parent, ast.Compare) and all(isinstance(op, ast.In | ast.NotIn) for op in parent.ops):
                 return None
             if not (isinstance(parent, ast.Subscript) and parent.value is node):
                 return _Site(None, function, None, False)  # the table passed on: anything may run its entries
-            used, parent = parent, parents.get(id(parent))
+            used, parent = parent, chain.get(id(parent))
         if isinstance(parent, ast.Call) and parent.func is used:
             return _Site(parent, function, None, False)
         while isinstance(parent, _CONTAINERS) or _is_partial_of(parent, used):
             if function is None and any(parent is value for value in tables.values()):
                 return _Site(None, None, next(n for n, value in tables.items() if value is parent), False)
-            used, parent = parent, parents.get(id(parent))
+            used, parent = parent, chain.get(id(parent))
         return _Site(None, function, None, _keeps(parent, used))
 
     def visit(node: ast.AST, cls: ast.ClassDef | None, function: FunctionNode | None):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in (name, *functions, *classes):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in named:
             found = site(node, function)
             if found is not None:
                 sites.setdefault(node.id, []).append(found)
@@ -561,16 +562,18 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
             and isinstance(node.value, ast.Name)
             and node.value.id in ("self", "cls", cls.name)
         ):
-            found = site(node, function)
-            if found is not None:
-                method_sites.setdefault((cls.name, node.attr), []).append(found)
+            parent = ancestors[-1]
+            call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+            method_sites.setdefault((cls.name, node.attr), []).append(_Site(call, function, None, False))
         inner_class, inner_function = cls, function
         if isinstance(node, ast.ClassDef) and cls is None and function is None:
             inner_class = node
         elif isinstance(node, FunctionNode) and function is None:
             inner_function = node
+        ancestors.append(node)
         for child in ast.iter_child_nodes(node):
             visit(child, inner_class, inner_function)
+        ancestors.pop()
 
     for statement in tree.body:
         visit(statement, None, None)
@@ -598,18 +601,22 @@ def _is_partial_of(node: ast.AST | None, callable_: ast.expr) -> bool:
     )
 
 
-def types_named(tree: ast.AST) -> set[int]:
-    """The `id`s of the nodes in `tree` that name a type and run nothing: annotations, and the classes that
-    `isinstance` and `issubclass` test against."""
-    types: list[ast.AST] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
-            types.append(node.annotation)
-        elif isinstance(node, FunctionNode) and node.returns is not None:
-            types.append(node.returns)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2:
-            types.extend(node.args[1:] if node.func.id in ("isinstance", "issubclass") else ())
-    return {id(inner) for node in types for inner in ast.walk(node)}
+def names_a_type(node: ast.AST, parent_of: Callable[[ast.AST], ast.AST | None]) -> bool:
+    """Whether `node` is read as a type, which runs nothing: in an annotation, or the class that `isinstance` or
+    `issubclass` tests against. `parent_of` gives a node's parent, up to its statement at least."""
+    child, parent = node, parent_of(node)
+    while parent is not None:
+        if child is getattr(parent, "annotation", None) or child is getattr(parent, "returns", None):
+            return True
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _TYPE_TESTS:
+            return len(parent.args) == 2 and child is parent.args[1]
+        if isinstance(parent, ast.stmt):
+            return False
+        child, parent = parent, parent_of(parent)
+    return False
+
+
+_TYPE_TESTS = ("isinstance", "issubclass")
 
 
 def _placed(ctx: FileContext, function: FunctionNode) -> tuple[_CallGraph, FunctionNode] | None:
