@@ -85,6 +85,8 @@ SCOPES: dict[str, str] = {
     "math shadowed": (
         "import torch\n\n\ndef f(a, b, math=None):\n    n = a.shape[0] * 1.5\n"
         "    return torch.arange(n, dtype=torch.float32), b\n"
+        # Run at import, where a constructor may run it: RPL101's, not RPL104's note.
+        "\n\nTABLE = f(torch.zeros(2), 0)\n"
     ),
 }
 

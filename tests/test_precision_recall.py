@@ -75,8 +75,15 @@ def test_diffusers_findings_are_those_the_hand_triage_calls_real() -> None:
     print(f"false alarms left by shape: {left}")
     assert counts == DIFFUSERS
     assert left == FALSE_ALARMS_LEFT
-    rpl1, rpl2 = (round(100 * counts[family][1] / counts[family][0]) for family in FAMILIES)
-    assert f"| diffusers 0.42.1 RPL1 / RPL2 precision (triaged by hand) | {rpl1}% / {rpl2}% |" in README.read_text()
+    figures = " | ".join(
+        precision_and_recall(reported, true, all_true) for reported, true, _, _, all_true in counts.values()
+    )
+    assert f"| diffusers 0.42.1, by finding (triaged by hand) | {figures} |" in README.read_text()
+
+
+def precision_and_recall(reported: int, true: int, all_true: int) -> str:
+    """As the README's rows give them: "precision, recall", the precision to a tenth of a percent."""
+    return f"{100 * true / reported:.1f}".removesuffix(".0") + f"%, {true} of {all_true}"
 
 
 # transformers 5.24.0, RPL1: a hand triage of random samples (tests/data/transformers-5.24.0-rpl1-*.tsv), since the
@@ -162,3 +169,5 @@ def test_transformers_rotary_classes_found_by_each_family(
     assert {(version, family): value for family, value in counts.items()} == {
         key: value for key, value in BY_CLASS.items() if key[0] == version
     }
+    figures = " | ".join(precision_and_recall(*counts[family]) for family in FAMILIES)
+    assert f"| transformers {version}, by rotary class (against the probe) | {figures} |" in README.read_text()

@@ -263,7 +263,7 @@ def test_stale_temporaries_of_the_folders_fixed_are_removed(tmp_path: Path) -> N
 def test_the_workers_of_a_killed_fix_stop_writing(tmp_path: Path) -> None:
     """A fix spread over worker processes, its main process killed as soon as it has written a file: a second later
     no file has changed since the kill."""
-    files = tree_of(tmp_path, 120, "import torch\n\n\ndef f():\n    return torch.arange(4096, dtype=torch.float32)\n")
+    files = tree_of(tmp_path, 120, "import torch\n\nTABLE = torch.arange(4096, dtype=torch.float32)\n")
     original = files[0].read_bytes()
     # A session of its own, so that whatever outlives the kill can be stopped at the end of the test.
     process = subprocess.Popen(

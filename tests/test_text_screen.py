@@ -103,7 +103,7 @@ def test_a_forward_with_only_dropped_enumerations_is_not_parsed_but_its_neighbou
         "    ids = torch.arange(x.shape[1], dtype=torch.long, device=x.device)\n"
         "    return ids +\n\n\n"
         "def table(n):\n"
-        "    return torch.arange(n, dtype=torch.float32)\n"
+        "    return torch.arange(n, dtype=torch.bfloat16)\n"
     )
     assert found_lines(code, "RPL1") == [("RPL101", 10)]
 
