@@ -15,6 +15,24 @@ if TYPE_CHECKING:
     import libcst as cst
 
 
+# A dataclass whose `__post_init__` enumerates in float32, for the examples of where a plain class runs.
+_SCHEDULE = (
+    "import torch\n"
+    "from dataclasses import dataclass\n"
+    "@dataclass\n"
+    "class Schedule:\n"
+    "    ratios: tuple = (1.0, 0.5)\n"
+    "    def __post_init__(self):\n"
+    "        self.grid = torch.arange(len(self.ratios), dtype=torch.float32)\n"
+)
+_MAKES_A_SCHEDULE = (
+    "class Model(torch.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.schedule = Schedule((1.0,) * 64)\n"
+)
+
+
 class FloatArange(Rule):
     """
     `torch.arange` enumerates integer positions in a floating dtype.
@@ -444,41 +462,14 @@ class FloatArange(Rule):
         ),
         Valid(
             # A dataclass is not a module: its `__post_init__` runs where an instance is made, here nowhere in sight.
-            "import torch\n"
-            "from dataclasses import dataclass\n"
-            "@dataclass\n"
-            "class Schedule:\n"
-            "    ratios: tuple = (1.0, 0.5)\n"
-            "    def __post_init__(self):\n"
-            "        self.grid = torch.arange(len(self.ratios), dtype=torch.float32)\n"
-            "def apply_schedule(model, schedule: Schedule):\n"
+            _SCHEDULE + "def apply_schedule(model, schedule: Schedule):\n"
             "    if isinstance(schedule, Schedule):\n"
             "        model.grid = schedule.grid\n"
         ),
         Invalid(
             # The same class made by a module's constructor.
-            "import torch\n"
-            "from dataclasses import dataclass\n"
-            "@dataclass\n"
-            "class Schedule:\n"
-            "    ratios: tuple = (1.0, 0.5)\n"
-            "    def __post_init__(self):\n"
-            "        self.grid = torch.arange(len(self.ratios), dtype=torch.float32)\n"
-            "class Model(torch.nn.Module):\n"
-            "    def __init__(self):\n"
-            "        super().__init__()\n"
-            "        self.schedule = Schedule((1.0,) * 64)\n",
-            fixed="import torch\n"
-            "from dataclasses import dataclass\n"
-            "@dataclass\n"
-            "class Schedule:\n"
-            "    ratios: tuple = (1.0, 0.5)\n"
-            "    def __post_init__(self):\n"
-            "        self.grid = torch.arange(len(self.ratios), dtype=torch.int64).float()\n"
-            "class Model(torch.nn.Module):\n"
-            "    def __init__(self):\n"
-            "        super().__init__()\n"
-            "        self.schedule = Schedule((1.0,) * 64)\n",
+            _SCHEDULE + _MAKES_A_SCHEDULE,
+            fixed=_SCHEDULE.replace("dtype=torch.float32)", "dtype=torch.int64).float()") + _MAKES_A_SCHEDULE,
             safety=FixSafety.SAFE,
         ),
         Valid(

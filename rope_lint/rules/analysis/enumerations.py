@@ -476,9 +476,10 @@ _INITIALISERS = frozenset({"__init__", "__post_init__"})
 _BUILDER_WORDS = ("init", "reset", "cache")
 
 
-class _Site(namedtuple("_Site", ("call", "function", "table", "stored"))):
+class _Site(namedtuple("_Site", ("call", "function", "owner", "table", "stored"))):
     """Where a function, plain class or method is named: the call it is the callee of (None for any other use), the
-    outermost function that holds it (None at module level or in a class body), the module-level table of functions
+    outermost function that holds it (None at module level or in a class body) and the class that function is a
+    method of (None for a module-level function), the module-level table of functions
     (`NAME = {...}`, or a list, tuple or set display) of which it is an entry, which runs where the table's entries
     are called, and whether the use keeps it without running it: wrapped by `functools.partial`, appended to a list,
     or assigned to an attribute or an item."""
@@ -486,6 +487,7 @@ class _Site(namedtuple("_Site", ("call", "function", "table", "stored"))):
     __slots__ = ()
     call: ast.Call | None
     function: FunctionNode | None
+    owner: ast.ClassDef | None
     table: str | None
     stored: bool
 
@@ -515,7 +517,7 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
         tree, _ = ctx.parsed_around((name,))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    by_line = {node.lineno: node for node in ast.walk(tree) if isinstance(node, FunctionNode)}
+    by_line: dict[int, FunctionNode] = {}
     functions = {node.name: node for node in tree.body if isinstance(node, FunctionNode)}
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     tables = {
@@ -531,7 +533,7 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
     method_sites: dict[tuple[str, str], list[_Site]] = {}
     ancestors: list[ast.AST] = []  # of the node being visited, its statement first
 
-    def site(node: ast.Name, function: FunctionNode | None) -> _Site | None:
+    def site(node: ast.Name, function: FunctionNode | None, owner: ast.ClassDef | None) -> _Site | None:
         """How `node` is used; None where the use runs nothing: a type, or a table tested for a key (`k in T`)."""
         chain = dict(zip(map(id, [*ancestors[1:], node]), ancestors, strict=True))
         if names_a_type(node, lambda child: chain.get(id(child))):
@@ -541,19 +543,19 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
             if isinstance(parent, ast.Compare) and all(isinstance(op, ast.In | ast.NotIn) for op in parent.ops):
                 return None
             if not (isinstance(parent, ast.Subscript) and parent.value is node):
-                return _Site(None, function, None, False)  # the table passed on: anything may run its entries
+                return _Site(None, function, owner, None, False)  # the table passed on: anything may run its entries
             used, parent = parent, chain.get(id(parent))
         if isinstance(parent, ast.Call) and parent.func is used:
-            return _Site(parent, function, None, False)
+            return _Site(parent, function, owner, None, False)
         while isinstance(parent, _CONTAINERS) or _is_partial_of(parent, used):
             if function is None and any(parent is value for value in tables.values()):
-                return _Site(None, None, next(n for n, value in tables.items() if value is parent), False)
+                return _Site(None, None, None, next(n for n, value in tables.items() if value is parent), False)
             used, parent = parent, chain.get(id(parent))
-        return _Site(None, function, None, _keeps(parent, used))
+        return _Site(None, function, owner, None, _keeps(parent, used))
 
     def visit(node: ast.AST, cls: ast.ClassDef | None, function: FunctionNode | None):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in named:
-            found = site(node, function)
+            found = site(node, function, cls)
             if found is not None:
                 sites.setdefault(node.id, []).append(found)
         elif (
@@ -564,12 +566,12 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
         ):
             parent = ancestors[-1]
             call = parent if isinstance(parent, ast.Call) and parent.func is node else None
-            method_sites.setdefault((cls.name, node.attr), []).append(_Site(call, function, None, False))
+            method_sites.setdefault((cls.name, node.attr), []).append(_Site(call, function, cls, None, False))
         inner_class, inner_function = cls, function
         if isinstance(node, ast.ClassDef) and cls is None and function is None:
             inner_class = node
         elif isinstance(node, FunctionNode) and function is None:
-            inner_function = node
+            inner_function = by_line[node.lineno] = node
         ancestors.append(node)
         for child in ast.iter_child_nodes(node):
             visit(child, inner_class, inner_function)
@@ -646,17 +648,28 @@ def runs_only_after_construction(ctx: FileContext, node: ast.AST) -> frozenset[s
     - Code at module level, or in a class body, runs at import, which may be inside a constructor's module.
     """
     functions = list(ctx.enclosing_functions(node))
-    return _function_runs_after(ctx, functions[-1], frozenset()) if functions else None
+    return function_runs_after(ctx, functions[-1]) if functions else None
 
 
 def function_runs_after(ctx: FileContext, function: FunctionNode) -> frozenset[str] | None:
     """`runs_only_after_construction` of a whole function (its outermost one, where it is nested)."""
-    return _function_runs_after(ctx, function, frozenset())
+    owner = ctx.parent(function)
+    top_level = isinstance(owner, ast.ClassDef) and isinstance(ctx.parent(owner), ast.Module)
+    return _function_runs_after(ctx, function, owner if top_level else None, frozenset())
 
 
 def _function_runs_after(
-    ctx: FileContext, function: FunctionNode, seen: frozenset[tuple[str, int]]
+    ctx: FileContext, function: FunctionNode, owner: ast.ClassDef | None, seen: frozenset[tuple[str, int]]
 ) -> frozenset[str] | None:
+    if owner is not None and _runs_at_construction(owner, function.name):
+        return None  # whoever calls it: no need to read where
+    if (
+        owner is not None
+        and function.name not in _INITIALISERS
+        and not ctx.occurrences.positions((f".{function.name}",))
+    ):
+        # Nothing in the file reads it off anything (`self.name`): no method of its class calls it.
+        return frozenset() if _runs_after_uncalled(owner, function.name) else None
     key = (function.name, function.lineno)
     placed = _placed(ctx, function)
     if key in seen or placed is None:
@@ -670,7 +683,7 @@ def _function_runs_after(
         # Not a module: it runs where something makes an instance, as a function runs where it is called.
         class_graph = ctx.derived(_graph_of, cls.name)
         return None if class_graph is None else _called_after(ctx, class_graph, cls.name, seen)
-    if cls is None or function.name == "__init__" or any(word in function.name.lower() for word in _BUILDER_WORDS):
+    if cls is None or _runs_at_construction(cls, function.name):
         return None
     callers = {
         use.function
@@ -678,11 +691,18 @@ def _function_runs_after(
         if use.function is not None and use.function is not function
     }
     if callers:
-        return _all_after(ctx, list(callers), seen, frozenset()) if all(c in cls.body for c in callers) else None
-    runs_after = function.name in _RUNTIME_ENTRIES or any(
+        in_class = all(c in cls.body for c in callers)
+        return _all_after(ctx, [(caller, cls) for caller in callers], seen, frozenset()) if in_class else None
+    return frozenset() if _runs_after_uncalled(cls, function.name) else None
+
+
+def _runs_after_uncalled(cls: ast.ClassDef, method: str) -> bool:
+    """Whether a method that no other method of its class names runs after construction: it is `forward`, a
+    pipeline's `__call__`, a step or a hook that code outside calls, where the class has its own `__init__`; where it
+    inherits one, which may call it, only `forward` and `__call__` are."""
+    return method in _RUNTIME_ENTRIES or any(
         isinstance(member, FunctionNode) and member.name == "__init__" for member in cls.body
     )
-    return frozenset() if runs_after else None
 
 
 def _called_after(
@@ -697,7 +717,7 @@ def _called_after(
     if not (uses or public):
         return None
     helpers = frozenset({name} if public else ())
-    callers = []
+    callers: list[tuple[FunctionNode, ast.ClassDef | None]] = []
     for use in uses:
         if use.table is not None:
             table_graph = ctx.derived(_graph_of, use.table)
@@ -708,8 +728,16 @@ def _called_after(
         elif not use.stored:
             if use.call is None or use.function is None:
                 return None
-            callers.append(use.function)
+            callers.append((use.function, use.owner))
     return _all_after(ctx, callers, seen, helpers)
+
+
+def _runs_at_construction(cls: ast.ClassDef, method: str) -> bool:
+    """Whether a method runs while its class is built, whoever calls it: a module's `__init__`, an initialiser or a
+    cache builder (its name holds "init", "reset" or "cache"). A plain class's initialisers run where it is made."""
+    if method in _INITIALISERS and _is_plain(cls):
+        return False
+    return method == "__init__" or any(word in method.lower() for word in _BUILDER_WORDS)
 
 
 def _is_plain(cls: ast.ClassDef) -> bool:
@@ -718,12 +746,15 @@ def _is_plain(cls: ast.ClassDef) -> bool:
 
 
 def _all_after(
-    ctx: FileContext, callers: list[FunctionNode], seen: frozenset[tuple[str, int]], helpers: frozenset[str]
+    ctx: FileContext,
+    callers: list[tuple[FunctionNode, ast.ClassDef | None]],
+    seen: frozenset[tuple[str, int]],
+    helpers: frozenset[str],
 ) -> frozenset[str] | None:
-    """The public helpers that the callers' answers rest on, with `helpers`; None where one of them may run at
-    construction."""
-    for caller in callers:
-        after = _function_runs_after(ctx, caller, seen)
+    """The public helpers that the callers' answers rest on, with `helpers`; None where one of them (a function, and
+    the class it is a method of) may run at construction."""
+    for caller, owner in callers:
+        after = _function_runs_after(ctx, caller, owner, seen)
         if after is None:
             return None
         helpers |= after

@@ -46,6 +46,8 @@ TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
 # holding both may store a table under a name of its own (`angles`, `freqs_base_t`), and a function holding the
 # math may compute one for it.
 STORE_NEEDLES = ("register_buffer", "register_parameter", "Parameter(", "Buffer(", "setattr(")
+# What a line that stores a buffer or a parameter, or assigns a cast (`is_low_precision_cast`), spells.
+_STORE_LINE_NEEDLES = (*STORE_NEEDLES, ".to(", *(f".{method}(" for method in sorted(LOW_PRECISION_CAST_METHODS)))
 COMPUTATION_NEEDLES = ("arange", "linspace", "exp(", "cos(", "sin(", "outer(", "einsum(", "polar(")
 STORE_TRIGGERS = tuple(needle.encode() for needle in (*TABLE_NEEDLES, *STORE_NEEDLES, *COMPUTATION_NEEDLES))
 # A name that holds one of these words says it is frequencies or a cos/sin table, even where the rope codemod does
@@ -482,9 +484,10 @@ def _same_file_computation(ctx: FileContext) -> computation.RotaryComputation:
 
 
 def _stores_under(ctx: FileContext, cls: ast.ClassDef) -> Iterator[TableStore]:
-    """Every store of a tensor on the module in the class, whatever its name; a computed name (`f"args_{i}"`) is
-    its literal tail behind a `*`."""
-    for node in ast.walk(cls):
+    """Every store in the class of a buffer, a parameter, or an attribute assigned a cast, whatever its name; a
+    computed name (`f"args_{i}"`) is its literal tail behind a `*`. Only the statements on lines that spell one are
+    read."""
+    for node in ctx.walk_near(cls, _STORE_LINE_NEEDLES):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in ("register_buffer", "register_parameter") and len(node.args) > 0:
                 value = node.args[1] if len(node.args) > 1 else _keyword(node, "tensor") or _keyword(node, "param")
