@@ -61,10 +61,11 @@ class FloatArange(Rule):
     annotation, `isinstance`). A public helper that its package never calls is for code outside, which may run it
     anywhere: a note too. A class that is not a module (no base but `object`, a dataclass) runs its `__init__` and
     `__post_init__` where it is made, as a function runs where it is called. An entry of a table of functions
-    (`FEATURES = {"time": time_features}`) runs where an entry read off the table is called; a constructor that only
-    keeps one (`functools.partial(...)`, `.append(...)`, an attribute) runs nothing. A tensor cast to a literal dtype
-    just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal, and a submodule's `forward`
-    gets the dtype that the module holding it passes (`self.rope(n, dtype=torch.float32)` where `self.rope = Rope()`).
+    (`FEATURES = {"time": time_features}`) runs where an entry read off the table is called; one that a method keeps
+    on `self` (`self.fns.append(functools.partial(...))`) runs where a method of the class reads it. A tensor cast to
+    a literal dtype just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal, and a
+    submodule's `forward` gets the dtype that the module holding it passes (`self.rope(n, dtype=torch.float32)` where
+    `self.rope = Rope()`).
 
     ## Why is this bad?
     DeepSpeed's `zero.Init()` casts every floating tensor that a constructor returns to the training
@@ -119,18 +120,18 @@ class FloatArange(Rule):
     taken to run after construction when its class's own `__init__` does not reach it; a constructor of another class
     that calls it, or a forward pass run by a constructor, is not seen. Where the class inherits its `__init__`, only
     `forward`, `__call__` and what only they call count as run time. A function passed as a value to a call counts as
-    construction code (`self.apply(init_fn)` runs it there); one that a constructor keeps is not seen run where what it
-    kept is called. Callers outside the package (an application, a script) are not seen: a public helper, or a public
-    plain class, that its package never calls is RPL104's note, not a hazard here, even where an application calls it
-    from a constructor. A dtype that arrives through a call the file cannot follow (a helper from another module,
-    `self.child.method(...)`) counts as unknown: a literal default then decides nothing, and a parameter named `dtype`
-    or annotated `torch.dtype` is taken to be floating. A dtype that a helper returns from literal dtypes alone
-    (`adjust_for_device(torch.float64, ids.device)`, no argument naming another dtype) is taken as explicit: one of
-    those given; a helper that lowers float64 to float32 where a device lacks it (Apple's MPS) lowers it where
-    DeepSpeed's zero.Init does not run, and one that returns bf16 from them is not seen. A module built inside a
-    pipeline call runs its `__init__` after the model is loaded; rope-lint cannot tell it from a model's module, and
-    reports it. Bounds read from attributes (`self.max_seq_len`, `config.hidden_size`) are not proven integral: as an
-    end they are rounded up, as a start or a step they leave the finding without a fix.
+    construction code (`self.apply(init_fn)` runs it there), and so does one kept anywhere but on `self`. An instance of
+    a plain class copied with `dataclasses.replace` is not seen made. Callers outside the package (an application, a
+    script) are not seen: a public helper, or a public plain class, that its package never calls is RPL104's note, not a
+    hazard here, even where an application calls it from a constructor. A dtype that arrives through a call the file
+    cannot follow (a helper from another module, `self.child.method(...)`) counts as unknown: a literal default then
+    decides nothing, and a parameter named `dtype` or annotated `torch.dtype` is taken to be floating. A dtype that a
+    helper returns from literal dtypes alone (`adjust_for_device(torch.float64, ids.device)`, no argument naming another
+    dtype) is taken as explicit: one of those given; a helper that lowers float64 to float32 where a device lacks it
+    (Apple's MPS) lowers it where DeepSpeed's zero.Init does not run, and one that returns bf16 from them is not seen. A
+    module built inside a pipeline call runs its `__init__` after the model is loaded; rope-lint cannot tell it from a
+    model's module, and reports it. Bounds read from attributes (`self.max_seq_len`, `config.hidden_size`) are not
+    proven integral: as an end they are rounded up, as a start or a step they leave the finding without a fix.
     """
 
     code = "RPL101"
@@ -488,6 +489,26 @@ class FloatArange(Rule):
             "                self.features.append(functools.partial(FEATURES[name], dim=dim))\n"
             "    def forward(self, t):\n"
             "        return torch.cat([feature(t) for feature in self.features], dim=-1)\n"
+        ),
+        Invalid(
+            # A function kept on `self` and read by the constructor: `self.apply(self.init_fn)` would run it alike.
+            "import torch\n"
+            "def _positions(n: int):\n"
+            "    return torch.arange(n, dtype=torch.float32)\n"
+            "class Tables(torch.nn.Module):\n"
+            "    def __init__(self, n: int):\n"
+            "        super().__init__()\n"
+            "        self.make = _positions\n"
+            "        self.table = self.make(n)\n",
+            fixed="import torch\n"
+            "def _positions(n: int):\n"
+            "    return torch.arange(n, dtype=torch.int64).float()\n"
+            "class Tables(torch.nn.Module):\n"
+            "    def __init__(self, n: int):\n"
+            "        super().__init__()\n"
+            "        self.make = _positions\n"
+            "        self.table = self.make(n)\n",
+            safety=FixSafety.SAFE,
         ),
         Invalid(
             # A table of functions whose entry the constructor runs.

@@ -476,20 +476,21 @@ _INITIALISERS = frozenset({"__init__", "__post_init__"})
 _BUILDER_WORDS = ("init", "reset", "cache")
 
 
-class _Site(namedtuple("_Site", ("call", "function", "owner", "table", "stored"))):
+class _Site(namedtuple("_Site", ("call", "function", "owner", "table", "kept", "stores"))):
     """Where a function, plain class or method is named: the call it is the callee of (None for any other use), the
-    outermost function that holds it (None at module level or in a class body) and the class that function is a
-    method of (None for a module-level function), the module-level table of functions
-    (`NAME = {...}`, or a list, tuple or set display) of which it is an entry, which runs where the table's entries
-    are called, and whether the use keeps it without running it: wrapped by `functools.partial`, appended to a list,
-    or assigned to an attribute or an item."""
+    outermost function that holds it (None at module level or in a class body) and the top-level class that function
+    is a method of (None for any other), the module-level table of functions (`NAME = {...}`, or a list, tuple or set
+    display) of which it is an entry, which runs where the table's entries are called, and the attribute of `self`
+    that keeps it without running it (`self.fn = f`, `self.fns.append(partial(f, ...))`), which runs where that
+    attribute is read. For a method or attribute of `self`, `stores` says whether the use stores into it."""
 
     __slots__ = ()
     call: ast.Call | None
     function: FunctionNode | None
     owner: ast.ClassDef | None
     table: str | None
-    stored: bool
+    kept: str | None
+    stores: bool
 
 
 class _CallGraph(namedtuple("_CallGraph", ("by_line", "functions", "classes", "sites", "method_sites"))):
@@ -543,19 +544,19 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
             if isinstance(parent, ast.Compare) and all(isinstance(op, ast.In | ast.NotIn) for op in parent.ops):
                 return None
             if not (isinstance(parent, ast.Subscript) and parent.value is node):
-                return _Site(None, function, owner, None, False)  # the table passed on: anything may run its entries
+                return _Site(None, function, owner, None, None, False)  # the table passed on: anything may run it
             used, parent = parent, chain.get(id(parent))
         if isinstance(parent, ast.Call) and parent.func is used:
-            return _Site(parent, function, owner, None, False)
+            return _Site(parent, function, owner, None, None, False)
         while isinstance(parent, _CONTAINERS) or _is_partial_of(parent, used):
             if function is None and any(parent is value for value in tables.values()):
-                return _Site(None, None, None, next(n for n, value in tables.items() if value is parent), False)
+                return _Site(None, None, None, next(n for n, value in tables.items() if value is parent), None, False)
             used, parent = parent, chain.get(id(parent))
-        return _Site(None, function, owner, None, _keeps(parent, used))
+        return _Site(None, function, owner, None, _kept_on(parent, used), False)
 
-    def visit(node: ast.AST, cls: ast.ClassDef | None, function: FunctionNode | None):
+    def visit(node: ast.AST, cls: ast.ClassDef | None, function: FunctionNode | None, owner: ast.ClassDef | None):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in named:
-            found = site(node, function, cls)
+            found = site(node, function, owner)
             if found is not None:
                 sites.setdefault(node.id, []).append(found)
         elif (
@@ -566,31 +567,60 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
         ):
             parent = ancestors[-1]
             call = parent if isinstance(parent, ast.Call) and parent.func is node else None
-            method_sites.setdefault((cls.name, node.attr), []).append(_Site(call, function, cls, None, False))
-        inner_class, inner_function = cls, function
+            found = _Site(
+                call,
+                function,
+                owner,
+                None,
+                None,
+                _stores_into(node, parent, ancestors[-2] if len(ancestors) > 1 else None),
+            )
+            method_sites.setdefault((cls.name, node.attr), []).append(found)
+        inner_class, inner_function, inner_owner = cls, function, owner
         if isinstance(node, ast.ClassDef) and cls is None and function is None:
             inner_class = node
         elif isinstance(node, FunctionNode) and function is None:
             inner_function = by_line[node.lineno] = node
+            inner_owner = cls if cls is not None and any(member is node for member in cls.body) else None
         ancestors.append(node)
         for child in ast.iter_child_nodes(node):
-            visit(child, inner_class, inner_function)
+            visit(child, inner_class, inner_function, inner_owner)
         ancestors.pop()
 
     for statement in tree.body:
-        visit(statement, None, None)
+        visit(statement, None, None, None)
     return _CallGraph(by_line, functions, classes, sites, method_sites)
 
 
-def _keeps(node: ast.AST | None, value: ast.expr) -> bool:
-    """Whether `node` keeps `value` without running it: assigns it to an attribute or an item, or appends it."""
-    if isinstance(node, ast.Assign):
-        return node.value is value and all(isinstance(target, ast.Attribute | ast.Subscript) for target in node.targets)
-    return (
+def _kept_on(node: ast.AST | None, value: ast.expr) -> str | None:
+    """The attribute of `self` in which `node` keeps `value` without running it: `self.x = value`, `self.x[k] = value`
+    or `self.x.append(value)`; None for any other use."""
+    if isinstance(node, ast.Assign) and node.value is value and len(node.targets) == 1:
+        target = node.targets[0].value if isinstance(node.targets[0], ast.Subscript) else node.targets[0]
+        return target.attr if is_self_attribute(target) else None
+    if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr in _STORING_METHODS
+        and is_self_attribute(node.func.value)
         and any(argument is value for argument in node.args)
+    ):
+        return node.func.value.attr
+    return None
+
+
+def _stores_into(attribute: ast.Attribute, parent: ast.AST, grandparent: ast.AST | None) -> bool:
+    """Whether a use of `self.x` stores into it, reading nothing it holds: `self.x = ...`, `self.x[k] = ...`,
+    `self.x.append(...)`."""
+    if isinstance(attribute.ctx, ast.Store):
+        return True
+    if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
+        return True
+    return (
+        isinstance(parent, ast.Attribute)
+        and parent.attr in _STORING_METHODS
+        and isinstance(grandparent, ast.Call)
+        and grandparent.func is parent
     )
 
 
@@ -608,6 +638,8 @@ def names_a_type(node: ast.AST, parent_of: Callable[[ast.AST], ast.AST | None]) 
     `issubclass` tests against. `parent_of` gives a node's parent, up to its statement at least."""
     child, parent = node, parent_of(node)
     while parent is not None:
+        if isinstance(parent, ast.Call) and child is parent.func:
+            return False  # called, wherever the call stands: `isinstance(x, kinds())`
         if child is getattr(parent, "annotation", None) or child is getattr(parent, "returns", None):
             return True
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _TYPE_TESTS:
@@ -663,11 +695,7 @@ def _function_runs_after(
 ) -> frozenset[str] | None:
     if owner is not None and _runs_at_construction(owner, function.name):
         return None  # whoever calls it: no need to read where
-    if (
-        owner is not None
-        and function.name not in _INITIALISERS
-        and not ctx.occurrences.positions((f".{function.name}",))
-    ):
+    if owner is not None and function.name not in _INITIALISERS and not _read_off_anything(ctx, function.name):
         # Nothing in the file reads it off anything (`self.name`): no method of its class calls it.
         return frozenset() if _runs_after_uncalled(owner, function.name) else None
     key = (function.name, function.lineno)
@@ -696,6 +724,25 @@ def _function_runs_after(
     return frozenset() if _runs_after_uncalled(cls, function.name) else None
 
 
+def _read_off_anything(ctx: FileContext, name: str) -> bool:
+    """Whether the file's text has `name` as an attribute: the word, with a `.` before it (spaces, line breaks and
+    backslashes between allowed)."""
+    data, size = ctx.occurrences.data, len(name.encode())
+    for start in ctx.occurrences.positions((name,)):
+        if _is_identifier_byte(data[start + size : start + size + 1]) or _is_identifier_byte(data[start - 1 : start]):
+            continue  # part of a longer name
+        before = start - 1
+        while before >= 0 and data[before : before + 1] in (b" ", b"\t", b"\r", b"\n", b"\\"):
+            before -= 1
+        if data[before : before + 1] == b".":
+            return True
+    return False
+
+
+def _is_identifier_byte(byte: bytes) -> bool:
+    return byte.isalnum() or byte == b"_" or byte >= b"\x80"
+
+
 def _runs_after_uncalled(cls: ast.ClassDef, method: str) -> bool:
     """Whether a method that no other method of its class names runs after construction: it is `forward`, a
     pipeline's `__call__`, a step or a hook that code outside calls, where the class has its own `__init__`; where it
@@ -709,9 +756,8 @@ def _called_after(
     ctx: FileContext, graph: _CallGraph, name: str, seen: frozenset[tuple[str, int]]
 ) -> frozenset[str] | None:
     """`_function_runs_after` of a module-level function, plain class or table of functions `name`, by where the
-    file runs it: each call, and for an entry of a table, where the table's entries are called. A use that keeps it
-    without running it (`_Site.stored`) runs nothing there; what later calls what it kept, the rules do not follow:
-    not at construction, as far as they can see."""
+    file runs it: each call; for an entry of a table, where the table's entries are called; for one kept on `self`
+    (`_Site.kept`), wherever a method of the class reads that attribute."""
     uses = graph.sites.get(name, [])
     public = not name.startswith("_")
     if not (uses or public):
@@ -725,11 +771,28 @@ def _called_after(
             if after is None:
                 return None
             helpers |= after
-        elif not use.stored:
+        elif use.kept is not None:
+            after = _read_after(ctx, use, seen)
+            if after is None:
+                return None
+            helpers |= after
+        else:
             if use.call is None or use.function is None:
                 return None
             callers.append((use.function, use.owner))
     return _all_after(ctx, callers, seen, helpers)
+
+
+def _read_after(ctx: FileContext, use: _Site, seen: frozenset[tuple[str, int]]) -> frozenset[str] | None:
+    """Where what a method keeps on `self` runs: in every method of its class that reads the attribute, other than
+    to store into it (any read may call it: `self.fn(x)`, `self.apply(self.fn)`, `for f in self.fns: f(x)`)."""
+    graph = None if use.owner is None else ctx.derived(_graph_of, use.kept)
+    if graph is None or use.owner is None:
+        return None
+    readers = [site for site in graph.method_sites.get((use.owner.name, use.kept), []) if not site.stores]
+    if any(site.function is None or site.owner is None for site in readers):
+        return None
+    return _all_after(ctx, [(site.function, site.owner) for site in readers], seen, frozenset())
 
 
 def _runs_at_construction(cls: ast.ClassDef, method: str) -> bool:
