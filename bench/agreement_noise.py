@@ -7,10 +7,12 @@ them from frequencies rounded to bf16. This script builds the same tiny model wi
 `.to(torch.bfloat16)`, and measures it twice on the same 1,024 tokens: with the rounded frequencies (what the original
 code computes) and with the float32 ones put back (what the fixed code computes). For each it prints the agreement,
 the positions whose bf16 maximum is tied, and the RMS error of the logits against fp32; then how many positions only
-one of the two gets right.
+one of the two gets right. `--sequences N` measures N sequences of tokens (the first is the one `verify_models`
+measures), each on its own: where the rounding of the frequencies moves the logits less than bf16 does everywhere else,
+which of the two agreements is higher changes from one sequence to the next.
 
     PYTHONPATH=<site-packages of transformers 5.24.0> python bench/agreement_noise.py \\
-        transformers.models.nanochat.modeling_nanochat.NanoChatForCausalLM
+        transformers.models.nanochat.modeling_nanochat.NanoChatForCausalLM [--sequences 6]
 """
 
 from __future__ import annotations
@@ -40,24 +42,42 @@ def _describe(name: str, logits: torch.Tensor, reference: torch.Tensor) -> torch
     return agrees
 
 
+def _measure(model: torch.nn.Module, ids: torch.Tensor) -> int:
+    """Print both agreements of the model (float32 as built) on `ids`; return how many more positions the fixed code
+    gets right than the original. The model is left as it was built."""
+    reference = _logits(model, ids)
+    exact = {key: value.clone() for key, value in model.named_buffers() if key.endswith("inv_freq")}
+    model.to(torch.bfloat16)
+    rounded = _describe("frequencies rounded by .to(bf16) (the original code)", _logits(model, ids), reference)
+    for key, value in exact.items():
+        owner, _, attribute = key.rpartition(".")
+        setattr(model.get_submodule(owner), attribute, value)
+    fixed = _describe("float32 frequencies (the fixed code)", _logits(model, ids), reference)
+    model.float()
+    for key, value in exact.items():  # `.float()` of the rounded model would keep the rounding
+        owner, _, attribute = key.rpartition(".")
+        setattr(model.get_submodule(owner), attribute, value)
+    only_original, only_fixed = int((rounded & ~fixed).sum()), int((fixed & ~rounded).sum())
+    print(f"positions only the original gets right: {only_original}, only the fixed: {only_fixed}")
+    return only_fixed - only_original
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("architecture", help="module.Class of a causal-LM model: ...modeling_llama.LlamaForCausalLM")
-    module, _, name = parser.parse_args().architecture.rpartition(".")
-    with quiet_model_code():
+    parser.add_argument("--sequences", type=int, default=1, help="how many sequences of tokens to measure (default 1)")
+    arguments = parser.parse_args()
+    module, _, name = arguments.architecture.rpartition(".")
+    with quiet_model_code():  # model code prints while it is imported and built
         model, _ = tiny_model(getattr(importlib.import_module(module), name))
-        generator = torch.Generator().manual_seed(1)  # the tokens `verify_models` measures
+    differences = []
+    for seed in range(1, arguments.sequences + 1):  # seed 1: the tokens `verify_models` measures
+        print(f"sequence {seed}:")
+        generator = torch.Generator().manual_seed(seed)
         ids = torch.randint(0, model.config.vocab_size, (1, SEQUENCE_LENGTH), generator=generator)
-        reference = _logits(model, ids)
-        exact = {key: value.clone() for key, value in model.named_buffers() if key.endswith("inv_freq")}
-        model.to(torch.bfloat16)
-        rounded = _describe("frequencies rounded by .to(bf16) (the original code)", _logits(model, ids), reference)
-        for key, value in exact.items():
-            owner, _, attribute = key.rpartition(".")
-            setattr(model.get_submodule(owner), attribute, value)
-        fixed = _describe("float32 frequencies (the fixed code)", _logits(model, ids), reference)
-    print(f"positions only the original gets right: {int((rounded & ~fixed).sum())}, only the fixed: "
-          f"{int((fixed & ~rounded).sum())}")  # fmt: skip
+        differences.append(_measure(model, ids))
+    if len(differences) > 1:
+        print(f"the fixed code's gain in positions, by sequence: {differences}")
 
 
 if __name__ == "__main__":
