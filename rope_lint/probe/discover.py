@@ -194,6 +194,9 @@ def _top_package(module_name: str) -> str:
 # file is read instead.)
 _TOP_LEVEL_STATEMENT = re.compile(r"[A-Za-z_@]")
 _DEFINITION_HEADER = re.compile(r"(?:class|def|async\s+def)\s")
+# How the lines of decorators start: `@`, then, for one whose arguments run over several lines, their indented lines
+# and the bracket that closes them at the margin.
+_DECORATOR_LINE_STARTS = ("@", ")", "]", " ", "\t", "\n")
 
 
 class _SourceFile:
@@ -213,30 +216,49 @@ class _SourceFile:
         if "." not in qualname:
             found = [m for m in re.finditer(rf"^class\s+{re.escape(qualname)}\b", self.text, re.MULTILINE)]
             first_line = self._with_decorators(self.text.count("\n", 0, found[0].start())) if len(found) == 1 else None
-            block = None if first_line is None else self._block(first_line)
+            block = self._block(first_line)
             if block is not None and qualname in block.classes:
                 return block.classes[qualname]
         return self._whole_file().classes.get(qualname)
 
     def _with_decorators(self, index: int) -> int | None:
         """The first line (1-based) of the definition whose header is at `index` (0-based): that of its first
-        decorator, each on a line of its own; None where the line above them may end a decorator of several lines."""
-        while index > 0 and self.lines[index - 1].startswith("@"):
-            index -= 1
+        decorator (one whose arguments run over several lines ends with a bracket at the margin: `@kernel(\n...\n)`);
+        None where the line above them may end something else."""
+        while index > 0:
+            above = index - 1
+            if self.lines[above].startswith((")", "]")):  # the end of a decorator's arguments: up to its `@`
+                while above > 0 and self.lines[above].startswith(_DECORATOR_LINE_STARTS[1:]):
+                    above -= 1
+            if not self.lines[above].startswith("@"):
+                break
+            index = above
         above = self.lines[index - 1] if index > 0 else ""
         ends_a_statement = not above.strip() or above.startswith("#") or _TOP_LEVEL_STATEMENT.match(above)
         return index + 1 if ends_a_statement else None
 
     def function_def(self, first_line: int) -> FunctionNode | None:
         """The function whose first line (its first decorator's, if any) is `first_line`, as `co_firstlineno` has it."""
-        block = self._block(first_line)
+        block = self._block(self._outermost_definition(first_line))
         if block is not None and first_line in block.functions:
             return block.functions[first_line]
         return self._whole_file().functions.get(first_line)
 
-    def _block(self, first_line: int) -> _Definitions | None:
+    def _outermost_definition(self, first_line: int) -> int | None:
+        """The first line of the top-level definition that holds line `first_line` (1-based): that line itself at the
+        margin, else the nearest class or function header above it at the margin, with its decorators."""
+        index = first_line - 1
+        if not 0 <= index < len(self.lines) or _TOP_LEVEL_STATEMENT.match(self.lines[index]):
+            return first_line
+        while index > 0 and not _DEFINITION_HEADER.match(self.lines[index]):
+            index -= 1
+        return self._with_decorators(index)
+
+    def _block(self, first_line: int | None) -> _Definitions | None:
         """The definition that starts at the margin on `first_line` (1-based), parsed alone at its own line numbers;
-        None where its lines do not make one definition."""
+        None where its lines do not make one definition (or there is no such line)."""
+        if first_line is None:
+            return None
         if first_line not in self._blocks:
             self._blocks[first_line] = self._parse_block(first_line)
         return self._blocks[first_line]
@@ -245,7 +267,7 @@ class _SourceFile:
         index = first_line - 1
         if not 0 <= index < len(self.lines) or not _TOP_LEVEL_STATEMENT.match(self.lines[index]):
             return None
-        while index < len(self.lines) and self.lines[index].startswith("@"):  # decorators, one line each
+        while index < len(self.lines) and self.lines[index].startswith(_DECORATOR_LINE_STARTS):  # decorators
             index += 1
         if index == len(self.lines) or not _DEFINITION_HEADER.match(self.lines[index]):
             return None

@@ -173,7 +173,8 @@ def _one_half(tables: Tables) -> Tables:
 
 
 def _distance(tables: Tables, other: Tables) -> float:
-    return max((tables.cos - other.cos).abs().max().item(), (tables.sin - other.sin).abs().max().item())
+    pairs = ((tables.cos, other.cos), (tables.sin, other.sin))
+    return max(torch.sub(mine, theirs).abs_().max().item() for mine, theirs in pairs)
 
 
 # The float64 build and the textbook are both exact to about 1e-12; a formula that differs moves the tables by far

@@ -77,14 +77,17 @@ class Yardstick:
             table.abs().max().item() <= 1.0 for table in (reference.cos, reference.sin) if table.numel()
         )
 
-    def _errors(self, table: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
+    def _errors(self, table: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor | None]:
         """(|table - reference| with NaN as infinite, its largest value, which elements are wrong) for one block of
-        rows."""
+        rows; None for the last where none is: no limit is below the threshold, so a block whose largest error is
+        within it needs no comparison."""
         error = torch.sub(table, reference).abs_()
         largest = error.max().item()
         if math.isnan(largest):  # a NaN is the maximum of any tensor that holds one
             largest = math.inf
             error.nan_to_num_(nan=math.inf)
+        if largest <= self.threshold:
+            return error, largest, None
         limit = self.threshold if self._within_one else reference.abs().clamp_(min=1.0).mul_(self.threshold)
         return error, largest, error > limit
 
@@ -99,10 +102,12 @@ class Yardstick:
             cos_error, cos_largest, cos_wrong = self._errors(tables.cos[part], self.reference.cos[part])
             _, sin_largest, sin_wrong = self._errors(tables.sin[part], self.reference.sin[part])
             cos_max, sin_max = max(cos_max, cos_largest), max(sin_max, sin_largest)
-            cos_count, sin_count = cos_wrong.sum().item(), sin_wrong.sum().item()
-            wrong += cos_count + sin_count
-            if first_wrong is None and cos_count + sin_count:
-                first_wrong = start + int((cos_wrong | sin_wrong).any(dim=1).nonzero()[0].item())
+            flags = [flag for flag in (cos_wrong, sin_wrong) if flag is not None]
+            counts = sum(torch.count_nonzero(flag).item() for flag in flags)
+            wrong += counts
+            if first_wrong is None and counts:
+                either = flags[0] if len(flags) == 1 else flags[0] | flags[1]
+                first_wrong = start + int(either.any(dim=1).nonzero()[0].item())
             if self.curves:
                 by_position.append(cos_error.amax(dim=1).float())
         return Measurement(

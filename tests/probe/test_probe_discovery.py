@@ -274,6 +274,12 @@ class Settings:
 )
 class Wrapped:
     pass
+
+
+class Cached:
+    @functools.cache
+    def table(self):
+        return 1
 '''
 
 
@@ -293,8 +299,11 @@ def test_each_definition_is_read_from_its_own_lines_as_the_whole_file_has_it(tmp
     for name, node in whole.classes.items():
         assert ast.dump(source.class_def(name), include_attributes=True) == ast.dump(node, include_attributes=True)
     assert source.class_def("Missing") is None and source.function_def(1) is None
-    # Only the class with a docstring at the margin, the nested one and the one under a decorator of several lines
-    # needed the whole file; the rest, decorators of a line each included, were blocks.
-    assert all(source._block(line) is not None for line in (4, 17, 23, 28))
-    assert source._with_decorators(29) == 28 and source._with_decorators(36) is None  # 0-based index, 1-based line
+    # Only the class with a docstring at the margin and the nested one needed the whole file; the rest were blocks,
+    # decorators included, of a line each or of several lines whose bracket closes at the margin.
+    assert all(source._block(line) is not None for line in (4, 17, 23, 28, 34))
+    assert source._with_decorators(29) == 28 and source._with_decorators(36) == 34  # 0-based index, 1-based line
+    # A method is read from its class's lines.
+    alone = _SourceFile(str(path), BLOCKS_SOURCE)
+    assert alone._outermost_definition(42) == 41 and alone.function_def(42).name == "table" and alone._whole is None
     assert source._block(9) is None
