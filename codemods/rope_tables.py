@@ -67,6 +67,7 @@ import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 from rope_lint.codemods.nodes import findall
 
+from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.rotary import (
     LOW_PRECISION_CAST_METHODS,
@@ -470,8 +471,9 @@ _TABLE_ON_DEVICE_DEFINITION = f'''def {TABLE_ON_DEVICE}(module, name, device):
 def with_table_on_device(text: str) -> tuple[str, int, int]:
     """`text` with the definition of `TABLE_ON_DEVICE` above the first top-level statement that calls it (above
     its decorators and the comments right above it, such as `# Copied from`), unless the file defines it or does
-    not call it; with the 0-based line it starts at and the number of lines added (0 when none)."""
-    body = ast.parse(text).body
+    not call it; with the 0-based line it starts at and the number of lines added (0 when none). Only the top-level
+    statements that spell its name are parsed (`candidates.parse`): the others can neither define nor call it."""
+    body = candidates.parse(text, candidates.Occurrences.of_text(text), (TABLE_ON_DEVICE,), None, "<fixed>").body
     if any(isinstance(node, ast.FunctionDef) and node.name == TABLE_ON_DEVICE for node in body):
         return text, 0, 0
     user = next((node for node in body if _calls_table_on_device(node)), None)
