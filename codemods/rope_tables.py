@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,11 +223,20 @@ def _is_persistent_registration(call: cst.Call) -> bool:
     return persistent is None or not _is_false(persistent.value)
 
 
+@functools.lru_cache(maxsize=4)
+def _parsed_class(code: str) -> cst.Module | None:
+    """The code of a class (as written, or as rewritten), parsed alone; None where it does not parse. Kept: a parent
+    model's class is read for each model that copies or inherits it, three times for each."""
+    try:
+        return cst.parse_module(textwrap.dedent(code))
+    except cst.ParserSyntaxError:
+        return None
+
+
 def _persistent_buffers(code: str) -> set[str]:
     """The tables that `code` (a class, as written or as rewritten) keeps as persistent buffers under literal names."""
-    try:
-        module = cst.parse_module(textwrap.dedent(code))
-    except cst.ParserSyntaxError:
+    module = _parsed_class(code)
+    if module is None:
         return set()
     names = set()
     for call in findall(module, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer")))):
@@ -857,9 +867,8 @@ def _inherited_tables(codes: list[str]) -> tuple[set[str], set[str]]:
     tables: set[str] = set()
     persistent: set[str] = set()
     for code in codes:
-        try:
-            module = cst.parse_module(textwrap.dedent(code))
-        except cst.ParserSyntaxError:
+        module = _parsed_class(code)
+        if module is None:
             continue
         for cls in module.body:
             if isinstance(cls, cst.ClassDef):
