@@ -32,6 +32,7 @@ from rope_lint.fix.write import write_atomically
 from rope_lint.rules import RULES_BY_CODE
 from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.rules.base import ClassRewrite
+from rope_lint.transformers import generated
 
 Range = tuple[tuple[int, int], tuple[int, int]]
 
@@ -250,7 +251,8 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     codemod to its class), except an added import, which is inserted in the whole text at the end. The module names
     a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings.
     """
-    tree = ast.parse(source)
+    # The tree that locating a generated file's origins parsed, where it did: `parsed_text` keeps the last few.
+    tree = generated.parsed_text(source) or ast.parse(source)
     lines = physical_lines(source)
     names = ModuleNames(source, tree)
     applied: list[Diagnostic] = []
