@@ -6,10 +6,11 @@ code's. The fixed code computes its tables from float32 frequencies that `.to` c
 them from frequencies rounded to bf16. This script builds the same tiny model with the original code, rounds it with
 `.to(torch.bfloat16)`, and measures it twice on the same 1,024 tokens: with the rounded frequencies (what the original
 code computes) and with the float32 ones put back (what the fixed code computes). For each it prints the agreement,
-the positions whose bf16 maximum is tied, and the RMS error of the logits against fp32; then how many positions only
-one of the two gets right. `--sequences N` measures N sequences of tokens (the first is the one `verify_models`
-measures), each on its own: where the rounding of the frequencies moves the logits less than bf16 does everywhere else,
-which of the two agreements is higher changes from one sequence to the next.
+the positions whose bf16 maximum is tied, the share where fp32's choice is among the bf16 maxima, and the RMS error of
+the logits against fp32; then how many positions only one of the two gets right. `--sequences N` measures N sequences
+of tokens (the first is the one `verify_models` measures), each on its own: where the rounding of the frequencies moves
+the logits less than bf16 does everywhere else, which of the two agreements is higher changes from one sequence to the
+next.
 
     PYTHONPATH=<site-packages of transformers 5.24.0> python bench/agreement_noise.py \\
         transformers.models.nanochat.modeling_nanochat.NanoChatForCausalLM [--sequences 6]
@@ -35,10 +36,17 @@ def _describe(name: str, logits: torch.Tensor, reference: torch.Tensor) -> torch
     """Print the agreement of `logits` with the reference's argmax, and return which positions agree."""
     expected = reference.argmax(-1)
     agrees = logits.argmax(-1) == expected
-    tied = (logits == logits.max(-1, keepdim=True).values).sum(-1) > 1
+    maxima = logits == logits.max(-1, keepdim=True).values
+    tied = maxima.sum(-1) > 1
+    # A tie is broken by the order of the vocabulary: the share where fp32's choice is among the tied maxima says
+    # whether that order decides the agreement.
+    among = maxima.gather(-1, expected[:, None]).float().mean().item()
     rms = (logits - reference).pow(2).mean().sqrt().item()
     share = agrees.float().mean().item()
-    print(f"{name}: agreement {share:.2%}, {int(tied.sum())} positions tied, RMS error {rms:.5f}")
+    print(
+        f"{name}: agreement {share:.2%}, {int(tied.sum())} positions tied, fp32's choice among the maxima at "
+        f"{among:.2%}, RMS error {rms:.5f}"
+    )
     return agrees
 
 
