@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rope_lint.files import FilePath
 
     T = TypeVar("T")
+    Item = TypeVar("Item")
 
 # Below this many files a process pool costs more to start than it saves, and a result cache more to load, hash
 # and write than it saves.
@@ -230,12 +231,13 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
     return standing
 
 
-def map_files(work: Callable[[FilePath], T], files: list[FilePath]) -> list[T]:
-    """`work` on every file, spread over all cores when there are enough files to repay the start-up.
+def map_files(work: Callable[[Item], T], files: list[Item], processes: int | None = None) -> list[T]:
+    """`work` on every file (or other item: the probe's classes), spread over `processes` processes (one per core by
+    default) when there are enough items to repay the start-up.
 
-    `work` must be picklable: a module-level function, or a `functools.partial` of one.
+    `work` must be picklable: a module-level function, or a `functools.partial` of one; so must its results.
     """
-    processes = os.cpu_count() or 1
+    processes = processes or os.cpu_count() or 1
     if len(files) < LARGE_RUN or processes < 2:
         return [work(path) for path in files]
     if hasattr(os, "fork"):
@@ -247,7 +249,7 @@ def map_files(work: Callable[[FilePath], T], files: list[FilePath]) -> list[T]:
         return list(pool.map(work, files, chunksize=chunk))
 
 
-def _forked_map(work: Callable[[FilePath], T], files: list[FilePath], processes: int) -> list[T]:
+def _forked_map(work: Callable[[Item], T], files: list[Item], processes: int) -> list[T]:
     """`work` on `files` in this process and `processes - 1` forked children, each taking every n-th file (files
     next to each other cost alike, so the shares come out even); a child sends its results back pickled through a
     pipe. A pool would leave this process idle while it feeds the others: a whole-tree check took 7% longer."""
@@ -306,7 +308,7 @@ def _death_signal_setter() -> Callable[[], None]:
     return lambda: prctl(set_death_signal, signal.SIGKILL)
 
 
-def _unless_orphaned(work: Callable[[FilePath], T], path: FilePath, parent: int) -> T:
+def _unless_orphaned(work: Callable[[Item], T], path: Item, parent: int) -> T:
     """`work` on `path`, unless the process that forked this one is gone (it died before the death signal was set,
     or the system has none): then this one ends at once."""
     if os.getppid() != parent:

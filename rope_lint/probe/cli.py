@@ -104,7 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="the most the tensors of one class's build and forward may take, such as 2GB, 512MB or bytes "
         f"(default: {format_size(DEFAULT_BUDGET)}); estimated from runs at 128 and 256 positions before the full "
-        "size runs, and a class over it is unbuilt",
+        "size runs, and a class over it is unbuilt. A run of many classes probes up to four at once, one per core, "
+        "each within it",
     )
     parser.add_argument(
         "--allow-unmeasured",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
+from rope_lint.engine import map_files
 from rope_lint.probe.build import (
     CannotBuild,
     Recipe,
@@ -38,6 +40,8 @@ from rope_lint.probe.triggers import TRIGGERS, Trigger, TriggerUnavailable
 
 # Called before each class with (index from 1, number of classes, class name).
 Progress = Callable[[int, int, str], None]
+# The most classes probed at once: `--max-memory` bounds what each takes, so a run may take this many times that.
+PARALLEL_CLASSES = 4
 
 
 def _release_memory() -> None:
@@ -167,25 +171,53 @@ def probe(
     for a usage error."""
     triggers = [TRIGGERS[name] for name in trigger_names]
     discovery = discover(targets)
-    results = []
     # The tables are small ([N, D]); on a few cores OpenMP's thread hand-offs cost 10-30x the work itself.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     # What the imports made lives to the end: frozen, it is not traversed again by the collection after each class
-    # (0.25 s each for transformers' 287 modules, 0 frozen).
+    # (0.25 s each for transformers' 287 modules, 0 frozen), nor copied into a forked process that touches it.
     gc.collect()
     gc.freeze()
+    measure = functools.partial(
+        probe_class, triggers=triggers, positions=positions, threshold=threshold, budget=budget, runtime=runtime,
+        curves=curves,
+    )  # fmt: skip
+    work = functools.partial(
+        _probe_one, measure=measure, found_by=discovery.found_by, progress=progress, total=len(discovery.classes)
+    )
     try:
-        for index, cls in enumerate(discovery.classes, start=1):
-            if progress is not None:
-                progress(index, len(discovery.classes), qualified_name(cls))
-            with quiet_model_code():
-                class_results = probe_class(cls, triggers, positions, threshold, budget, runtime, curves)
-                for result in class_results:
-                    result.found_by = discovery.found_by[qualified_name(cls)]
-                results.extend(class_results)
-            _release_memory()
+        by_class = map_files(work, list(enumerate(discovery.classes, start=1)), _processes(triggers, runtime))
     finally:
         gc.unfreeze()
         torch.set_num_threads(threads)
+    results = [result for class_results in by_class for result in class_results]
     return ProbeReport(positions, threshold, list(trigger_names), results, discovery.import_failures)
+
+
+def _processes(triggers: Sequence[Trigger], runtime: bool) -> int:
+    """How many classes are probed at once, each in a process forked from this one: up to `PARALLEL_CLASSES`, one per
+    core; one where a process cannot be forked, where the run measures run time (timings need the cores to
+    themselves), or where a trigger cannot run forked (DeepSpeed's process group)."""
+    if runtime or not hasattr(os, "fork") or not all(trigger.forks for trigger in triggers):
+        return 1
+    return min(os.cpu_count() or 1, PARALLEL_CLASSES)
+
+
+def _probe_one(
+    entry: tuple[int, type[nn.Module]],
+    measure: Callable[[type[nn.Module]], list[ClassResult]],
+    found_by: dict[str, str],
+    progress: Progress | None,
+    total: int,
+) -> list[ClassResult]:
+    """One class of a probe's run (`entry`: its place from 1, and the class), measured by `measure` (`probe_class`
+    with the run's settings)."""
+    index, cls = entry
+    if progress is not None:
+        progress(index, total, qualified_name(cls))
+    with quiet_model_code():
+        class_results = measure(cls)
+        for result in class_results:
+            result.found_by = found_by[qualified_name(cls)]
+    _release_memory()
+    return class_results

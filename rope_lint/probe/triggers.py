@@ -54,6 +54,9 @@ class Trigger:
     construction: Callable[[], contextlib.AbstractContextManager[None]] = field(default=_no_context)
     forward: Callable[[nn.Module], contextlib.AbstractContextManager[Any]] = field(default=_no_forward_context)
     after_construction: Callable[[nn.Module], nn.Module] = field(default=_keep_module)
+    # Whether it can run in a process forked from the probe's: DeepSpeed sets up a process group, which two processes
+    # cannot share.
+    forks: bool = True
 
 
 @contextlib.contextmanager
@@ -214,6 +217,7 @@ TRIGGERS: dict[str, Trigger] = {
             torch.bfloat16,
             construction=deepspeed_zero_init,
             forward=deepspeed_gathered,
+            forks=False,
         ),
         Trigger(
             "to-bf16",

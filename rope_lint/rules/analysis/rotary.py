@@ -462,13 +462,15 @@ def _computed_stores(ctx: FileContext, cls: ast.ClassDef) -> Iterator[TableStore
         return frequencies or (rotary and computation.holds_table(facts))
 
     # `self.weight = self.W`: an alias of frequencies holds them too.
-    frequencies = set(found.frequencies) | {
-        node.value.attr
-        for node in ast.walk(cls)
-        if isinstance(node, ast.Assign)
-        and is_self_attribute(node.value)
-        and any(is_self_attribute(target) and target.attr in found.frequencies for target in node.targets)
-    }
+    frequencies = set(found.frequencies)
+    if frequencies:
+        frequencies |= {
+            node.value.attr
+            for node in ast.walk(cls)
+            if isinstance(node, ast.Assign)
+            and is_self_attribute(node.value)
+            and any(is_self_attribute(target) and target.attr in found.frequencies for target in node.targets)
+        }
     for store in candidates:
         literal = not store.name.startswith("*")
         held = found.held.get(store.name, frozenset()) if literal else frozenset()

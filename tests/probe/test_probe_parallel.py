@@ -1,0 +1,47 @@
+"""A probe of many classes runs them in processes forked one per core, and reports exactly what one process would;
+a run that measures run time, or uses DeepSpeed's own `zero.Init`, runs one class at a time."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers import REPO
+
+from rope_lint import engine
+from rope_lint.probe import runner
+
+CLASSES = [str(REPO / "fixtures" / "probe" / name) for name in ("rotary_classes.py", "rotating_classes.py")]
+TRIGGERS = ["fp32", "zero-init-bf16", "to-bf16"]
+
+
+def test_classes_probed_in_forked_processes_give_the_report_of_one_process(monkeypatch) -> None:
+    one_process = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30)
+    forks = []
+    real_fork = os.fork
+
+    def counted_fork() -> int:
+        forks.append(1)
+        return real_fork()
+
+    # Our fixtures hold fewer classes than a run needs to be spread (engine.LARGE_RUN), on a machine of 3 cores.
+    monkeypatch.setattr(engine, "LARGE_RUN", 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(os, "fork", counted_fork)
+    spread = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30)
+    assert len(forks) == 2
+    assert len(one_process.classes) >= 10
+    assert spread.to_json() == one_process.to_json()
+
+
+@pytest.mark.parametrize(
+    ("triggers", "runtime", "processes"),
+    [
+        (TRIGGERS, False, 4),
+        (TRIGGERS, True, 1),  # timings need the cores to themselves
+        (["fp32", "deepspeed-zero-init"], False, 1),  # its process group cannot be shared
+    ],
+)
+def test_how_many_classes_run_at_once(monkeypatch, triggers, runtime, processes) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert runner._processes([runner.TRIGGERS[name] for name in triggers], runtime) == processes
