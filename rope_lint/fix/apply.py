@@ -251,8 +251,8 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     codemod to its class), except an added import, which is inserted in the whole text at the end. The module names
     a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings.
     """
-    # The tree that locating a generated file's origins parsed, where it did: `parsed_text` keeps the last few.
-    tree = generated.parsed_text(source) or ast.parse(source)
+    # A generated file's tree is the one that locating its origins parsed: `parsed_text` keeps the last few.
+    tree = (generated.parsed_text(source) if generated.has_banner(source) else None) or ast.parse(source)
     lines = physical_lines(source)
     names = ModuleNames(source, tree)
     applied: list[Diagnostic] = []

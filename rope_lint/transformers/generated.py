@@ -57,9 +57,14 @@ def is_modular_source(path: FilePath) -> bool:
     return os.path.basename(path).startswith("modular_")
 
 
+def has_banner(text: str) -> bool:
+    """Whether the text begins as a file that transformers generates from a modular source does."""
+    return _BANNER_TEXT in text[:_BANNER_SPAN]
+
+
 def modular_source(path: FilePath, text: str) -> str | None:
     """The modular file named in a generated file's banner (links resolved), or None for a hand-written file."""
-    match = re.search(_BANNER, text[:_BANNER_SPAN])
+    match = re.search(_BANNER, text[:_BANNER_SPAN]) if has_banner(text) else None
     if match is None:
         return None
     candidate = os.path.join(os.path.dirname(_real(path)), os.path.basename(match.group(1)))
