@@ -79,8 +79,8 @@ class Yardstick:
 
     def _errors(self, table: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor | None]:
         """(|table - reference| with NaN as infinite, its largest value, which elements are wrong) for one block of
-        rows; None for the last where none is: no limit is below the threshold, so a block whose largest error is
-        within it needs no comparison."""
+        rows. Which are wrong is None where the largest error is within the threshold: no element's limit is below it,
+        so no element needs comparing."""
         error = torch.sub(table, reference).abs_()
         largest = error.max().item()
         if math.isnan(largest):  # a NaN is the maximum of any tensor that holds one
