@@ -76,7 +76,7 @@ TINY_SIZES = {
     ("head_dim", "kv_channels", "attention_head_dim", "d_head"): TINY_HEAD_DIM,
     ("vocab_size",): TINY_VOCAB,
     ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"): 4,
-    ("num_experts_per_tok", "moe_topk", "num_experts_per_token"): 2,
+    ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "moe_k"): 2,
     ("n_shared_experts", "num_shared_experts"): 1,
     ("n_group", "topk_group"): 1,
 }
