@@ -50,6 +50,13 @@ def _describe(name: str, logits: torch.Tensor, reference: torch.Tensor) -> torch
     return agrees
 
 
+def _put_back(model: torch.nn.Module, frequencies: dict[str, torch.Tensor]) -> None:
+    """The float32 frequencies, by buffer name, in place of the model's own."""
+    for key, value in frequencies.items():
+        owner, _, attribute = key.rpartition(".")
+        setattr(model.get_submodule(owner), attribute, value)
+
+
 def _measure(model: torch.nn.Module, ids: torch.Tensor) -> int:
     """Print both agreements of the model (float32 as built) on `ids`; return how many more positions the fixed code
     gets right than the original. The model is left as it was built."""
@@ -57,14 +64,9 @@ def _measure(model: torch.nn.Module, ids: torch.Tensor) -> int:
     exact = {key: value.clone() for key, value in model.named_buffers() if key.endswith("inv_freq")}
     model.to(torch.bfloat16)
     rounded = _describe("frequencies rounded by .to(bf16) (the original code)", _logits(model, ids), reference)
-    for key, value in exact.items():
-        owner, _, attribute = key.rpartition(".")
-        setattr(model.get_submodule(owner), attribute, value)
+    _put_back(model, exact)
     fixed = _describe("float32 frequencies (the fixed code)", _logits(model, ids), reference)
-    model.float()
-    for key, value in exact.items():  # `.float()` of the rounded model would keep the rounding
-        owner, _, attribute = key.rpartition(".")
-        setattr(model.get_submodule(owner), attribute, value)
+    _put_back(model.float(), exact)  # `.float()` of the rounded model would keep the rounding
     only_original, only_fixed = int((rounded & ~fixed).sum()), int((fixed & ~rounded).sum())
     print(f"positions only the original gets right: {only_original}, only the fixed: {only_fixed}")
     return only_fixed - only_original

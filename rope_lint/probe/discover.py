@@ -194,9 +194,9 @@ def _top_package(module_name: str) -> str:
 # file is read instead.)
 _TOP_LEVEL_STATEMENT = re.compile(r"[A-Za-z_@]")
 _DEFINITION_HEADER = re.compile(r"(?:class|def|async\s+def)\s")
-# How the lines of decorators start: `@`, then, for one whose arguments run over several lines, their indented lines
-# and the bracket that closes them at the margin.
-_DECORATOR_LINE_STARTS = ("@", ")", "]", " ", "\t", "\n")
+# How the lines of a decorator's arguments that run over several lines start: indented, blank, or with the bracket
+# that closes them at the margin.
+_DECORATOR_ARGUMENT_STARTS = (")", "]", " ", "\t", "\n")
 
 
 class _SourceFile:
@@ -228,7 +228,7 @@ class _SourceFile:
         while index > 0:
             above = index - 1
             if self.lines[above].startswith((")", "]")):  # the end of a decorator's arguments: up to its `@`
-                while above > 0 and self.lines[above].startswith(_DECORATOR_LINE_STARTS[1:]):
+                while above > 0 and self.lines[above].startswith(_DECORATOR_ARGUMENT_STARTS):
                     above -= 1
             if not self.lines[above].startswith("@"):
                 break
@@ -267,7 +267,7 @@ class _SourceFile:
         index = first_line - 1
         if not 0 <= index < len(self.lines) or not _TOP_LEVEL_STATEMENT.match(self.lines[index]):
             return None
-        while index < len(self.lines) and self.lines[index].startswith(_DECORATOR_LINE_STARTS):  # decorators
+        while index < len(self.lines) and self.lines[index].startswith(("@", *_DECORATOR_ARGUMENT_STARTS)):
             index += 1
         if index == len(self.lines) or not _DEFINITION_HEADER.match(self.lines[index]):
             return None

@@ -64,7 +64,7 @@ def has_banner(text: str) -> bool:
 
 def modular_source(path: FilePath, text: str) -> str | None:
     """The modular file named in a generated file's banner (links resolved), or None for a hand-written file."""
-    match = re.search(_BANNER, text[:_BANNER_SPAN]) if has_banner(text) else None
+    match = re.search(_BANNER, text[:_BANNER_SPAN])
     if match is None:
         return None
     candidate = os.path.join(os.path.dirname(_real(path)), os.path.basename(match.group(1)))
