@@ -10,21 +10,24 @@ the positions whose bf16 maximum is tied, the share where fp32's choice is among
 the logits against fp32; then how many positions only one of the two gets right. `--sequences N` measures N sequences
 of tokens (the first is the one `verify_models` measures), each on its own: where the rounding of the frequencies moves
 the logits less than bf16 does everywhere else, which of the two agreements is higher changes from one sequence to the
-next.
+next. It runs with the kernels `verify_models`' workers run with (`REPRODUCIBLE_KERNELS`), so that its first sequence
+is what they measure on any x86-64 machine.
 
     PYTHONPATH=<site-packages of transformers 5.24.0> python bench/agreement_noise.py \\
-        transformers.models.nanochat.modeling_nanochat.NanoChatForCausalLM [--sequences 6]
+        transformers.models.dory.modeling_dory.DoryForCausalLM [--sequences 6]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 
 import torch
 
 from rope_lint.probe.discover import quiet_model_code
-from rope_lint.verify.models import SEQUENCE_LENGTH, tiny_model
+from rope_lint.verify.models import REPRODUCIBLE_KERNELS, SEQUENCE_LENGTH, tiny_model, use_reproducible_kernels
 
 
 def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
@@ -77,6 +80,9 @@ def main() -> None:
     parser.add_argument("architecture", help="module.Class of a causal-LM model: ...modeling_llama.LlamaForCausalLM")
     parser.add_argument("--sequences", type=int, default=1, help="how many sequences of tokens to measure (default 1)")
     arguments = parser.parse_args()
+    if REPRODUCIBLE_KERNELS.items() - os.environ.items():  # read when torch starts: run again with them set
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **REPRODUCIBLE_KERNELS})
+    use_reproducible_kernels()
     module, _, name = arguments.architecture.rpartition(".")
     with quiet_model_code():  # model code prints while it is imported and built
         model, _ = tiny_model(getattr(importlib.import_module(module), name))

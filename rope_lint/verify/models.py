@@ -17,11 +17,17 @@ Sizes are set by the config's attribute names (`TINY_SIZES`, and any `*intermedi
 `*vocab_size*`, state sizes, out-of-vocabulary special token ids), never per model. When the tiny model cannot be
 built or run, the fallbacks are tried in turn: the config classes of the config's sub-configs (a decoder of a
 composite model), as many key-value heads as heads, full-attention layer types where the default leaves them unset,
-and the default rope parameters under each layer type's name. A model still over `MAX_PARAMETERS` is not built.
+the default rope parameters under each layer type's name, then relations that some shapes of config need (`FALLBACKS`:
+no more experts per token than the default, derived head sizes left to the config, per-layer lists of the tiny
+length, layer subsets below the layer count, an attention layer among state-space layers, the default rope base) and
+sizes by other names (other hidden sizes, vocabularies, layer counts and expert counts, and the sub-configs of a
+composite config). A model still over `MAX_PARAMETERS` is not built.
 
 The original and the fixed code are two different `transformers` packages, so each runs in a subprocess of its own
 (`sys.executable -m rope_lint.verify.models`); they exchange the saved models and the fp32 logits through a temporary
-folder. The original tree is a copy of the fixed one with the changed files' original texts written back.
+folder. The original tree is a copy of the fixed one with the changed files' original texts written back. The
+agreements are compared with no margin, so the workers pin their kernels (`REPRODUCIBLE_KERNELS`): the same tree gives
+the same figures on every x86-64 machine.
 
 API, for `rope-lint fix --verify`:
 - `is_transformers_package(root)`: whether a folder is a `transformers` package (test this on the fixed tree's
@@ -50,7 +56,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +73,19 @@ WORKER_TIMEOUT_S = 1800
 # that the config class has are set; the config derives the rest (layer types, head_dim when not given, ...).
 TINY_HEAD_DIM, TINY_VOCAB, TINY_LORA_RANK = 32, 1000, 64
 KEY_VALUE_HEADS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
-TINY_SIZES_BY_ROLE = {"layers": 2, "hidden": 128, "heads": 4, "key_value_heads": 2}
+LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
+EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "moe_k")
+TINY_SIZES_BY_ROLE = {"layers": 2, "hidden": 128, "heads": 4, "key_value_heads": 2, "experts": 4}
 TINY_SIZES = {
-    ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"): TINY_SIZES_BY_ROLE["layers"],
+    LAYERS: TINY_SIZES_BY_ROLE["layers"],
     ("hidden_size", "n_embd", "d_model", "embed_dim"): TINY_SIZES_BY_ROLE["hidden"],
     ("num_attention_heads", "n_head", "num_heads", "n_heads", "decoder_attention_heads"): TINY_SIZES_BY_ROLE["heads"],
     KEY_VALUE_HEADS: TINY_SIZES_BY_ROLE["key_value_heads"],
     ("head_dim", "kv_channels", "attention_head_dim", "d_head"): TINY_HEAD_DIM,
     ("vocab_size",): TINY_VOCAB,
-    ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"): 4,
-    ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "moe_k"): 2,
+    EXPERTS: TINY_SIZES_BY_ROLE["experts"],
+    EXPERTS_PER_TOKEN: 2,
     ("n_shared_experts", "num_shared_experts"): 1,
     ("n_group", "topk_group"): 1,
 }
@@ -220,6 +229,20 @@ def _original_tree(package_root: Path, originals: Mapping[Path, str], destinatio
     return destination
 
 
+# The bf16 agreements are compared with no margin, so they must not depend on the machine: which kernels a CPU gets
+# moves a few argmaxes of 1,024 (transformers 5.24.0's NanoChat lost one on one machine and HrmText one on another).
+# oneDNN's bf16 kernels, which torch takes only on CPUs with bf16 instructions, are switched off in the worker
+# (`use_reproducible_kernels`); torch's own kernels are pinned to their AVX2 build, which every x86-64 machine of the
+# last decade runs, MKL to its reproducible AVX2 code path, and one thread, so that no reduction is split by the
+# number of cores.
+REPRODUCIBLE_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "AVX2",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
 def _worker_environment(tree_parent: Path, pythonpath: Sequence[Path]) -> dict[str, str]:
     environment = dict(os.environ)
     paths = [str(tree_parent), *map(str, pythonpath)]
@@ -229,6 +252,7 @@ def _worker_environment(tree_parent: Path, pythonpath: Sequence[Path]) -> dict[s
     # Nothing is downloaded, and transformers' advice on every load is noise here.
     environment.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
     environment.update(TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+    environment.update(REPRODUCIBLE_KERNELS)
     return environment
 
 
@@ -420,11 +444,188 @@ def _rope_parameters_per_layer_type(config_class: type, sizes: dict[str, Any]) -
     return {**sizes, "rope_parameters": {layer_type: dict(parameters) for layer_type in set(layer_types)}}
 
 
-# Tried in turn, each on top of the ones before, when the tiny model cannot be built or run.
+def _defaults(config_class: type) -> dict[str, Any]:
+    return vars(config_class())
+
+
+def _tiny_config_attributes(config_class: type, sizes: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of the config at these sizes; none when the config refuses them."""
+    try:
+        return vars(config_class(**sizes))
+    except Exception:
+        return {}
+
+
+def _no_more_experts_per_token_than_the_default(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Experts per token no more than the default: some configs accept no other top-k than theirs (one, say)."""
+    defaults = _defaults(config_class)
+    lowered = {
+        name: defaults[name]
+        for name in EXPERTS_PER_TOKEN
+        if name in sizes and _is_size(defaults.get(name)) and 0 < defaults[name] < sizes[name]
+    }
+    return {**sizes, **lowered} if lowered else None
+
+
+def _derived_head_sizes(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Head sizes that the config derives itself (one its `__init__` does not take, or takes with a None default)
+    left to it: a query-key head made of a no-position part and a rotary part, set on its own, disagrees with them."""
+    import inspect
+
+    parameters = inspect.signature(config_class).parameters
+    derived = {
+        name
+        for name in sizes
+        if name.endswith("head_dim") and (name not in parameters or parameters[name].default is None)
+    }
+    return {name: value for name, value in sizes.items() if name not in derived} if derived else None
+
+
+def _per_layer_lists(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Lists of one entry per layer at the default layer count, given for the tiny layer count: per-layer sizes (a
+    feed-forward width for each layer) shrunk by their name, and layer kinds that the config does not derive from the
+    layer count (a fixed pattern of 54) cut to the tiny count, keeping as many distinct kinds as fit."""
+    defaults, layers = _defaults(config_class), TINY_SIZES_BY_ROLE["layers"]
+    counts = [defaults[name] for name in LAYERS if _is_size(defaults.get(name))]
+    tiny = _tiny_config_attributes(config_class, sizes)
+    adjusted: dict[str, Any] = {}
+    for name, default in defaults.items():
+        if name in sizes or not counts or not isinstance(default, list) or len(default) != counts[0]:
+            continue
+        if all(_is_size(value) for value in default):
+            per_layer = tiny_sizes({name: default[0]}).get(name)
+            if per_layer is not None:
+                adjusted[name] = [per_layer] * layers
+        elif all(isinstance(value, str) for value in default) and len(tiny.get(name) or ()) != layers:
+            kinds = list(dict.fromkeys(default))[:layers]
+            adjusted[name] = kinds + kinds[-1:] * (layers - len(kinds))
+    return {**sizes, **adjusted} if adjusted else None
+
+
+def _layer_subsets_below_the_layer_count(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """A count of some of the layers (`num_*_layers`: the layers that share another's cache, say) kept below the tiny
+    layer count, so that the layers outside the subset are not none."""
+    layers = TINY_SIZES_BY_ROLE["layers"]
+    adjusted = {
+        name: layers - 1
+        for name, default in _defaults(config_class).items()
+        if name.endswith("_layers") and name not in LAYERS and name not in sizes
+        if _is_size(default) and default >= layers
+    }
+    return {**sizes, **adjusted} if adjusted else None
+
+
+# Layer kinds whose layers keep keys and values: a hybrid model's cache needs one to count the tokens it has seen.
+KEY_VALUE_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _an_attention_layer(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """The last layer full attention where the default layer types have no attention layer (a hybrid model whose
+    default is all state-space layers; its real checkpoints mix in attention layers)."""
+    layer_types = _tiny_config_attributes(config_class, sizes).get("layer_types")
+    if not isinstance(layer_types, list) or not layer_types or set(layer_types) & set(KEY_VALUE_LAYER_TYPES):
+        return None
+    return {**sizes, "layer_types": [*layer_types[:-1], KEY_VALUE_LAYER_TYPES[0]]}
+
+
+def _default_rope_base(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """The config's default rope base (`default_theta`) in rope parameters that give none, as a whole or for a layer
+    type: a config that reads them as they are given then has no base."""
+    config = config_class(**sizes)
+    parameters, base = getattr(config, "rope_parameters", None), getattr(config, "default_theta", None)
+    if not isinstance(parameters, dict) or not isinstance(base, (int, float)):
+        return None
+    nested = parameters and all(isinstance(value, dict) for value in parameters.values())
+    groups = {key: dict(value) for key, value in parameters.items()} if nested else {None: dict(parameters)}
+    missing = [key for key, group in groups.items() if group.get("rope_theta") is None]
+    if not missing:
+        return None
+    for key in missing:
+        groups[key] = {"rope_type": "default", **groups[key], "rope_theta": float(base)}
+    return {**sizes, "rope_parameters": groups if nested else groups[None]}
+
+
+def _capped(
+    config_class: type, sizes: dict[str, Any], is_named: Callable[[str], bool], cap: int
+) -> dict[str, Any] | None:
+    """The sizes with each default size over `cap` of a name that `is_named` accepts, and that is not set yet, set to
+    `cap`; None when there is none."""
+    adjusted = {
+        name: cap
+        for name, default in _defaults(config_class).items()
+        if name not in sizes and is_named(name) and _is_size(default) and default > cap
+    }
+    return {**sizes, **adjusted} if adjusted else None
+
+
+def _other_hidden_sizes(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Other hidden widths than the model's own (`backbone_hidden_size`, `router_hidden_size`, ...) no larger than the
+    tiny hidden size: a model that embeds another's states or projects to them is sized by them."""
+    return _capped(config_class, sizes, lambda name: "hidden_size" in name, TINY_SIZES_BY_ROLE["hidden"])
+
+
+def _fewer_experts_of_other_kinds(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Counts of experts by other names (`zero_expert_num`, identity experts added to the routed ones) no larger than
+    the tiny count of experts."""
+
+    def is_named(name: str) -> bool:
+        return "expert" in name and ("num" in name or name.startswith("n_"))
+
+    return _capped(config_class, sizes, is_named, TINY_SIZES_BY_ROLE["experts"])
+
+
+def _other_vocabularies(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Other vocabularies than `*vocab_size*` (`encoder_hash_byte_group_vocab`: hashed n-gram embeddings) no larger
+    than the tiny vocabulary."""
+    return _capped(config_class, sizes, lambda name: "vocab" in name, TINY_VOCAB)
+
+
+def _other_layer_counts(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Layer counts named as blocks (`num_blocks`: an audio encoder's conformer blocks) no larger than the tiny layer
+    count."""
+
+    def is_named(name: str) -> bool:
+        return name.startswith(("num_", "n_")) and name.endswith("blocks")
+
+    return _capped(config_class, sizes, is_named, TINY_SIZES_BY_ROLE["layers"])
+
+
+# The fallbacks that only shrink sizes by name, applied to a composite config's sub-configs too.
+SUB_CONFIG_SIZES = (_other_hidden_sizes, _other_vocabularies, _other_layer_counts)
+
+
+def _tiny_sub_configs(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """A composite config's sub-configs (a vision or audio encoder, a byte-level patcher) at tiny sizes by the same
+    names: a causal LM that builds them too is otherwise as large as they are."""
+    from transformers import PretrainedConfig
+
+    adjusted = {}
+    for name, value in _defaults(config_class).items():
+        if name not in sizes and isinstance(value, PretrainedConfig):
+            sub_sizes = tiny_sizes(vars(value))
+            for shrink in SUB_CONFIG_SIZES:
+                sub_sizes = shrink(type(value), sub_sizes) or sub_sizes
+            adjusted[name] = sub_sizes
+    return {**sizes, **adjusted} if adjusted else None
+
+
+# Tried in turn, each on top of the ones before, when the tiny model cannot be built or run. A new one goes at the
+# end: the architectures built before it keep their tiny models.
 FALLBACKS = (
     ("as many key-value heads as heads", _as_many_key_value_heads),
     ("full-attention layer types", _full_attention_layers),
     ("rope parameters per layer type", _rope_parameters_per_layer_type),
+    ("no more experts per token than the default", _no_more_experts_per_token_than_the_default),
+    ("derived head sizes", _derived_head_sizes),
+    ("per-layer lists of the tiny length", _per_layer_lists),
+    ("layer subsets below the layer count", _layer_subsets_below_the_layer_count),
+    ("an attention layer", _an_attention_layer),
+    ("the default rope base", _default_rope_base),
+    ("other hidden sizes", _other_hidden_sizes),
+    ("fewer experts of other kinds", _fewer_experts_of_other_kinds),
+    ("other vocabularies", _other_vocabularies),
+    ("other layer counts", _other_layer_counts),
+    ("tiny sub-configs", _tiny_sub_configs),
 )
 
 
@@ -582,6 +783,13 @@ def _describe(error: BaseException) -> str:
     return str(error) if isinstance(error, NotBuilt) else describe(error)
 
 
+def use_reproducible_kernels() -> None:
+    """The worker's kernels, beside its environment's `REPRODUCIBLE_KERNELS`: none of oneDNN's."""
+    import torch
+
+    torch.backends.mkldnn.enabled = False
+
+
 def _work(job_file: Path, log_file: Path) -> None:
     """The worker's loop: one line to the log when an architecture starts and one with its result."""
     import time
@@ -589,6 +797,7 @@ def _work(job_file: Path, log_file: Path) -> None:
     from rope_lint.probe.discover import quiet_model_code
 
     job = json.loads(job_file.read_text())
+    use_reproducible_kernels()
     with quiet_model_code():
         import transformers
 
