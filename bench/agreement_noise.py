@@ -14,7 +14,7 @@ next. It runs with the kernels `verify_models`' workers run with (`REPRODUCIBLE_
 is what they measure on any x86-64 machine.
 
     PYTHONPATH=<site-packages of transformers 5.24.0> python bench/agreement_noise.py \\
-        transformers.models.dory.modeling_dory.DoryForCausalLM [--sequences 6]
+        transformers.models.olmo_hybrid.modeling_olmo_hybrid.OlmoHybridForCausalLM [--sequences 6]
 """
 
 from __future__ import annotations

@@ -622,10 +622,13 @@ NEW_UNBUILDABLE = {
 }
 
 
-# Measured with no margin: two of 1,024 positions lost after .to(bf16); its modeling file is restored. The fixed
-# code's .to(bf16) agrees as the bf16 load of either code does, whose tables are float32 too: the original's rounded
-# frequencies gained those two by chance (bench/agreement_noise.py; docs/measurements.md).
-NEW_FAILING = {"DoryForCausalLM": ("98.14%", "97.95%", "97.95%", "97.95%")}
+# Measured with no margin: one of 1,024 positions lost after .to(bf16) by each; their modeling files are restored.
+# Over six token sequences the fixed code's gain goes both ways, and its logits are closer to fp32 on 11 of the 12
+# (bench/agreement_noise.py; docs/measurements.md).
+NEW_FAILING = {
+    "LaraMiniForCausalLM": ("95.31%", "95.21%", "95.21%", "95.21%"),
+    "OlmoHybridForCausalLM": ("96.88%", "96.78%", "97.27%", "97.27%"),
+}
 
 
 @pytest.mark.slow

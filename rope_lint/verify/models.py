@@ -26,8 +26,8 @@ composite config). A model still over `MAX_PARAMETERS` is not built.
 The original and the fixed code are two different `transformers` packages, so each runs in a subprocess of its own
 (`sys.executable -m rope_lint.verify.models`); they exchange the saved models and the fp32 logits through a temporary
 folder. The original tree is a copy of the fixed one with the changed files' original texts written back. The
-agreements are compared with no margin, so the workers pin their kernels (`REPRODUCIBLE_KERNELS`): the same tree gives
-the same figures on every x86-64 machine.
+agreements are compared with no margin, so the workers pin their kernels (`REPRODUCIBLE_KERNELS`): the figures do not
+move with a CPU's bf16 instructions or with the code path MKL picks for its maker.
 
 API, for `rope-lint fix --verify`:
 - `is_transformers_package(root)`: whether a folder is a `transformers` package (test this on the fixed tree's
@@ -233,11 +233,12 @@ def _original_tree(package_root: Path, originals: Mapping[Path, str], destinatio
 # moves a few argmaxes of 1,024 (transformers 5.24.0's NanoChat lost one on one machine and HrmText one on another).
 # oneDNN's bf16 kernels, which torch takes only on CPUs with bf16 instructions, are switched off in the worker
 # (`use_reproducible_kernels`); torch's own kernels are pinned to their AVX2 build, which every x86-64 machine of the
-# last decade runs, MKL to its reproducible AVX2 code path, and one thread, so that no reduction is split by the
-# number of cores.
+# last decade runs; MKL (the float32 matrix products) to the one code path whose results it keeps the same on every
+# x86-64 CPU, Intel's or not (its AVX2 setting is not: an AMD CPU takes another path there); and one thread, so that
+# no reduction is split by the number of cores.
 REPRODUCIBLE_KERNELS = {
     "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_CBWR": "AVX2",
+    "MKL_CBWR": "COMPATIBLE",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
