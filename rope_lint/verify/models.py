@@ -446,15 +446,9 @@ def _rope_parameters_per_layer_type(config_class: type, sizes: dict[str, Any]) -
 
 
 def _defaults(config_class: type) -> dict[str, Any]:
+    """A default config's own attributes (the instance's: a property or a per-layer attribute may refuse to be read or
+    set)."""
     return vars(config_class())
-
-
-def _tiny_config_attributes(config_class: type, sizes: dict[str, Any]) -> dict[str, Any]:
-    """The attributes of the config at these sizes; none when the config refuses them."""
-    try:
-        return vars(config_class(**sizes))
-    except Exception:
-        return {}
 
 
 def _no_more_experts_per_token_than_the_default(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
@@ -488,7 +482,10 @@ def _per_layer_lists(config_class: type, sizes: dict[str, Any]) -> dict[str, Any
     layer count (a fixed pattern of 54) cut to the tiny count, keeping as many distinct kinds as fit."""
     defaults, layers = _defaults(config_class), TINY_SIZES_BY_ROLE["layers"]
     counts = [defaults[name] for name in LAYERS if _is_size(defaults.get(name))]
-    tiny = _tiny_config_attributes(config_class, sizes)
+    try:
+        tiny = vars(config_class(**sizes))
+    except Exception:  # a config that refuses the tiny sizes as they are: every list of kinds is given
+        tiny = {}
     adjusted: dict[str, Any] = {}
     for name, default in defaults.items():
         if name in sizes or not counts or not isinstance(default, list) or len(default) != counts[0]:
@@ -503,19 +500,6 @@ def _per_layer_lists(config_class: type, sizes: dict[str, Any]) -> dict[str, Any
     return {**sizes, **adjusted} if adjusted else None
 
 
-def _layer_subsets_below_the_layer_count(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
-    """A count of some of the layers (`num_*_layers`: the layers that share another's cache, say) kept below the tiny
-    layer count, so that the layers outside the subset are not none."""
-    layers = TINY_SIZES_BY_ROLE["layers"]
-    adjusted = {
-        name: layers - 1
-        for name, default in _defaults(config_class).items()
-        if name.endswith("_layers") and name not in LAYERS and name not in sizes
-        if _is_size(default) and default >= layers
-    }
-    return {**sizes, **adjusted} if adjusted else None
-
-
 # Layer kinds whose layers keep keys and values: a hybrid model's cache needs one to count the tokens it has seen.
 KEY_VALUE_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 
@@ -523,7 +507,7 @@ KEY_VALUE_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attenti
 def _an_attention_layer(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
     """The last layer full attention where the default layer types have no attention layer (a hybrid model whose
     default is all state-space layers; its real checkpoints mix in attention layers)."""
-    layer_types = _tiny_config_attributes(config_class, sizes).get("layer_types")
+    layer_types = getattr(config_class(**sizes), "layer_types", None)
     if not isinstance(layer_types, list) or not layer_types or set(layer_types) & set(KEY_VALUE_LAYER_TYPES):
         return None
     return {**sizes, "layer_types": [*layer_types[:-1], KEY_VALUE_LAYER_TYPES[0]]}
@@ -557,6 +541,16 @@ def _capped(
         if name not in sizes and is_named(name) and _is_size(default) and default > cap
     }
     return {**sizes, **adjusted} if adjusted else None
+
+
+def _layer_subsets_below_the_layer_count(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """A count of some of the layers (`num_*_layers`: the layers that share another's cache, say) kept below the tiny
+    layer count, so that the layers outside the subset are not none."""
+
+    def is_named(name: str) -> bool:
+        return name.endswith("_layers") and name not in LAYERS
+
+    return _capped(config_class, sizes, is_named, TINY_SIZES_BY_ROLE["layers"] - 1)
 
 
 def _other_hidden_sizes(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
@@ -647,7 +641,7 @@ def _config_classes(cls: type) -> list[type]:
     from transformers import PretrainedConfig
 
     found = [cls.config_class]
-    for value in vars(cls.config_class()).values():
+    for value in _defaults(cls.config_class).values():
         if isinstance(value, PretrainedConfig) and type(value) not in found:
             found.append(type(value))
     return found
@@ -668,8 +662,7 @@ def tiny_model(cls: type) -> tuple[Any, list[str]]:
 def _tiny_model_of(cls: type, config_class: type, errors: list[str]) -> tuple[Any, list[str]]:
     import torch
 
-    # The instance's own attributes: a property or a per-layer attribute may refuse to be read or set.
-    sizes = tiny_sizes(vars(config_class()))
+    sizes = tiny_sizes(_defaults(config_class))
     used = [] if config_class is cls.config_class else [f"config {config_class.__name__}"]
     for description, adjust in ((None, None), *FALLBACKS):
         if adjust is not None:
