@@ -21,13 +21,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import sys
 
 import torch
 
 from rope_lint.probe.discover import quiet_model_code
-from rope_lint.verify.models import REPRODUCIBLE_KERNELS, SEQUENCE_LENGTH, tiny_model, use_reproducible_kernels
+from rope_lint.verify.models import (
+    REPRODUCIBLE_KERNELS,
+    SEQUENCE_LENGTH,
+    rotary_classes_of,
+    tiny_model,
+    use_reproducible_kernels,
+)
 
 
 def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
@@ -83,9 +90,11 @@ def main() -> None:
     if REPRODUCIBLE_KERNELS.items() - os.environ.items():  # read when torch starts: run again with them set
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **REPRODUCIBLE_KERNELS})
     use_reproducible_kernels()
-    module, _, name = arguments.architecture.rpartition(".")
+    module_name, _, name = arguments.architecture.rpartition(".")
     with quiet_model_code():  # model code prints while it is imported and built
-        model, _ = tiny_model(getattr(importlib.import_module(module), name))
+        module = importlib.import_module(module_name)
+        # The rotary classes of its module: the tiny model's layers are arranged to read their tables, as there.
+        model, _ = tiny_model(getattr(module, name), rotary_classes_of(inspect.getsource(module)))
     differences = []
     for seed in range(1, arguments.sequences + 1):  # seed 1: the tokens `verify_models` measures
         print(f"sequence {seed}:")

@@ -21,7 +21,9 @@ the default rope parameters under each layer type's name, then relations that so
 no more experts per token than the default, derived head sizes left to the config, per-layer lists of the tiny
 length, layer subsets below the layer count, an attention layer among state-space layers, the default rope base) and
 sizes by other names (other hidden sizes, vocabularies, layer counts and expert counts, and the sub-configs of a
-composite config). A model still over `MAX_PARAMETERS` is not built.
+composite config). A model still over `MAX_PARAMETERS` is not built. A tiny model proves something about the tables
+only where its logits read them: a hybrid config's layers are arranged so that they do (`_arranged_to_read_the_tables`),
+and a tiny model that still reads none is verified with a note that says so.
 
 The original and the fixed code are two different `transformers` packages, so each runs in a subprocess of its own
 (`sys.executable -m rope_lint.verify.models`); they exchange the saved models and the fp32 logits through a temporary
@@ -180,14 +182,24 @@ def _top_level_classes(source: str) -> dict[str, ast.ClassDef]:
     return {node.name: node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)}
 
 
+def rotary_classes_of(source: str) -> list[str]:
+    """The rotary classes that a module's text defines at its top level."""
+    return sorted(
+        rotary_class_names(
+            ClassFacts(name, tuple(base.id for base in node.bases if isinstance(base, ast.Name)), _stored_names(node))
+            for name, node in _top_level_classes(source).items()
+        )
+    )
+
+
 def changed_rotary_classes(original: str, fixed: str) -> list[str]:
     """The rotary classes of the fixed text whose code differs from the original's (formatting aside)."""
     before, after = _top_level_classes(original), _top_level_classes(fixed)
-    rotary = rotary_class_names(
-        ClassFacts(name, tuple(base.id for base in node.bases if isinstance(base, ast.Name)), _stored_names(node))
-        for name, node in after.items()
-    )
-    return sorted(name for name in rotary if name not in before or ast.dump(before[name]) != ast.dump(after[name]))
+    return [
+        name
+        for name in rotary_classes_of(fixed)
+        if name not in before or ast.dump(before[name]) != ast.dump(after[name])
+    ]
 
 
 def _resolved_originals(package_root: Path, originals: Mapping[Path, str]) -> dict[Path, str]:
@@ -326,7 +338,7 @@ def verify_models(
         workdir = Path(temporary)
         (workdir / "models").mkdir()
         original_parent = _original_tree(package_root, originals, workdir / "original")
-        rows = [{"name": a.name, "module": a.module} for a in architectures]
+        rows = [{"name": a.name, "module": a.module, "rotary_classes": list(a.rotary_classes)} for a in architectures]
         # The fixed code runs each architecture as soon as the original code has saved it: the two phases overlap.
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             fixed = pool.submit(_run_worker, "fixed", rows, package_root.resolve().parent, pythonpath, workdir)
@@ -359,6 +371,9 @@ def _judge(architecture: Architecture, before: dict[str, Any], after: dict[str, 
         "load_bf16_fixed": after.get("load_bf16"),
     }
     problems, notes = [], [f"built with {', '.join(before['fallbacks'])}"] if before.get("fallbacks") else []
+    if "table_influence" in before and not before["table_influence"]:
+        why = "its logits do not move with them" if before["table_influence"] == 0.0 else "no rotary module runs"
+        notes.append(f"its tiny model does not read the rotary tables ({why})")
     if "error" in after:
         problems.append(after["error"])
     else:
@@ -647,21 +662,22 @@ def _config_classes(cls: type) -> list[type]:
     return found
 
 
-def tiny_model(cls: type) -> tuple[Any, list[str]]:
-    """A tiny random model of the class that runs a short sequence, and the fallbacks it needed."""
+def tiny_model(cls: type, rotary_classes: Sequence[str]) -> tuple[Any, list[str]]:
+    """A tiny random model of the class that runs a short sequence, with its layers arranged to read the tables of the
+    named rotary classes (`_arranged_to_read_the_tables`), and the fallbacks and arrangement it needed."""
     errors: list[str] = []
     for config_class in _config_classes(cls):
         try:
-            return _tiny_model_of(cls, config_class, errors)
+            return _tiny_model_of(cls, config_class, errors, rotary_classes)
         except Exception as error:  # the config class itself cannot be built
             errors.append(_describe(error))
     last = "" if errors[-1] == errors[0] else f" (with fallbacks: {errors[-1]})"
     raise NotBuilt(errors[0] + last)
 
 
-def _tiny_model_of(cls: type, config_class: type, errors: list[str]) -> tuple[Any, list[str]]:
-    import torch
-
+def _tiny_model_of(
+    cls: type, config_class: type, errors: list[str], rotary_classes: Sequence[str]
+) -> tuple[Any, list[str]]:
     sizes = tiny_sizes(_defaults(config_class))
     used = [] if config_class is cls.config_class else [f"config {config_class.__name__}"]
     for description, adjust in ((None, None), *FALLBACKS):
@@ -675,17 +691,108 @@ def _tiny_model_of(cls: type, config_class: type, errors: list[str]) -> tuple[An
             sizes = adjusted
             used.append(description)
         try:
-            config = config_class(**sizes)
-            count = _parameter_count(cls, config)
-            if count is not None and count > MAX_PARAMETERS:
-                raise NotBuilt(f"{count:,} parameters at the tiny sizes")
-            torch.manual_seed(0)
-            model = cls(config).eval()
-            _logits(model, torch.zeros(1, 16, dtype=torch.long))
-            return model, used
+            model = _built(cls, config_class, sizes)
         except Exception as error:
             errors.append(_describe(error))
+            continue
+        model, arrangement = _arranged_to_read_the_tables(cls, config_class, sizes, model, rotary_classes)
+        return model, [*used, arrangement] if arrangement else used
     raise NotBuilt(errors[-1])
+
+
+def _built(cls: type, config_class: type, sizes: dict[str, Any]) -> Any:
+    """The model of these config keywords, random with a fixed seed, once it has run a short sequence."""
+    import torch
+
+    config = config_class(**sizes)
+    count = _parameter_count(cls, config)
+    if count is not None and count > MAX_PARAMETERS:
+        raise NotBuilt(f"{count:,} parameters at the tiny sizes")
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    _logits(model, torch.zeros(1, SHORT_LENGTH, dtype=torch.long))
+    return model
+
+
+def _arranged_to_read_the_tables(
+    cls: type, config_class: type, sizes: dict[str, Any], model: Any, rotary_classes: Sequence[str]
+) -> tuple[Any, str | None]:
+    """The tiny model with its layers of kinds that read the rotary tables, and what was changed (None: nothing).
+
+    A hybrid config's default layer pattern mixes kinds (linear attention, convolutions, sliding and full attention);
+    the first few that a tiny model keeps may read no rotary table (Qwen3-Next's pattern begins with linear attention)
+    or read it only behind a layer that blurs what it did, so that the bf16 comparison measures chance. A kind reads the
+    tables when a model whose layers are all of that kind has logits that move with them (`_table_influence`). Where a
+    kind of the tiny model's layers does not: every layer of the first kind of the default pattern that reads them;
+    where the config refuses layers of one kind only, one layer of each ordered pair of kinds first and the other
+    behind it, taking the order in which the tables move the logits most. Otherwise the model is kept."""
+    layer_types = getattr(model.config, "layer_types", None)
+    default_kinds = _defaults(config_class).get("layer_types")
+    if not rotary_classes or not isinstance(layer_types, list) or not isinstance(default_kinds, list):
+        return model, None
+    count, kinds = len(layer_types), list(dict.fromkeys([*default_kinds, *layer_types]))
+
+    def built(types: list[str]) -> tuple[Any, float | None] | None:
+        """The model of these layer types and its tables' influence; None where it cannot be built or run."""
+        try:
+            candidate = model if types == layer_types else _built(cls, config_class, {**sizes, "layer_types": types})
+        except Exception:
+            return None
+        return candidate, _table_influence(candidate, rotary_classes)
+
+    uniform = {kind: built([kind] * count) for kind in kinds}
+    if all(uniform[kind] is not None and uniform[kind][1] for kind in layer_types):
+        return model, None
+    for kind in kinds:
+        if uniform[kind] is not None and uniform[kind][1]:
+            return uniform[kind][0], f"every layer {kind}"
+    pairs = [[first, *[second] * (count - 1)] for first in kinds for second in kinds if first != second]
+    read = [(types, outcome) for types in pairs if (outcome := built(types)) is not None and outcome[1]]
+    if not read:
+        return model, None
+    types, (best, _) = max(read, key=lambda entry: entry[1][1])
+    return best, f"layer types {', '.join(types)}"
+
+
+# The length of the sequence a tiny model is tried on, and its rotary tables' influence measured on.
+SHORT_LENGTH = 16
+
+
+def _table_influence(model: Any, rotary_classes: Sequence[str]) -> float | None:
+    """How far the logits of a short sequence move (mean absolute change) when every module of the rotary classes
+    returns its tables reversed (`_reversed`): 0.0 where the model does not read them, None where no such module runs
+    in its forward."""
+    calls = []
+
+    def reversed_tables(module: Any, arguments: Any, output: Any) -> Any:
+        calls.append(module)
+        return _reversed(output)
+
+    import torch
+
+    # Tokens that differ: where every position holds the same token, attention averages equal values whatever the
+    # tables make of its weights.
+    sequence = torch.arange(SHORT_LENGTH)[None] % model.config.vocab_size
+    plain = _logits(model, sequence)
+    hooks = [m.register_forward_hook(reversed_tables) for m in model.modules() if type(m).__name__ in rotary_classes]
+    try:
+        moved = _logits(model, sequence)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return (moved - plain).abs().mean().item() if calls else None
+
+
+def _reversed(output: Any) -> Any:
+    """The tables (floating or complex tensors, alone or in a tuple or list) reversed along every axis: other angles
+    at each position and frequency, of the same sizes, which no normalisation of queries and keys undoes."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output.flip(list(range(output.dim()))) if output.is_floating_point() or output.is_complex() else output
+    if isinstance(output, tuple | list):
+        return type(output)(_reversed(value) for value in output)
+    return output
 
 
 def _logits(model: Any, ids: Any) -> Any:
@@ -719,7 +826,8 @@ def _measure(job: dict[str, Any], architecture: dict[str, str], dtype_keyword: s
     saved = Path(job["workdir"]) / "models" / name
     if phase == "original":
         try:
-            model, row["fallbacks"] = tiny_model(cls)
+            model, row["fallbacks"] = tiny_model(cls, architecture["rotary_classes"])
+            row["table_influence"] = _table_influence(model, architecture["rotary_classes"])
             model.save_pretrained(saved)
         except Exception as error:
             return {**row, "error": f"tiny model not built: {_describe(error)}"}
