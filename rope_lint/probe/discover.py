@@ -9,6 +9,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import re
 import sys
@@ -82,10 +83,17 @@ def qualified_name(cls: type) -> str:
 
 @contextlib.contextmanager
 def quiet_model_code() -> Iterator[None]:
-    """Model code prints and warns while it is imported and built; keep stdout for the report, drop warnings."""
-    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+    """Model code prints and warns while it is imported and built; keep stdout for the report, drop warnings, those
+    it logs among them (a library that logs a whole config with each warning fills a terminal with pages of them over
+    a package's classes); its errors still show."""
+    disabled = logging.root.manager.disable
+    logging.disable(max(disabled, logging.WARNING))
+    try:
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(disabled)
 
 
 def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:

@@ -119,3 +119,42 @@ def test_progress_on_a_terminal_only(in_repo, capsys, monkeypatch):
     assert probe(SAFE, "--trigger", "fp32") == 0
     assert "probing 1/1 rotary_classes.SafeRotaryEmbedding" in terminal.getvalue()
     assert "probing" not in capsys.readouterr().out
+
+
+# Model-style code that logs as model libraries do: a warning with a whole config in it, and an error.
+LOGGING_MODEL = """
+import logging
+import sys
+
+import torch
+from torch import nn
+
+logger = logging.getLogger("toy_model_library")
+logger.addHandler(logging.StreamHandler(sys.stderr))
+
+
+class LoggingRotaryEmbedding(nn.Module):
+    def __init__(self, dim, max_position_embeddings=2048, base=10000.0):
+        super().__init__()
+        logger.warning("config {\\n  'rope_theta': 10000.0\\n} has no head_dim")
+        logger.error("this checkpoint was saved by a newer release")
+        exponents = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+        freqs = torch.outer(torch.arange(max_position_embeddings, dtype=torch.int64).float(), 1.0 / base**exponents)
+        angles = torch.cat((freqs, freqs), dim=-1)
+        self.cos_table, self.sin_table = angles.cos(), angles.sin()
+
+    def forward(self, x, seq_len):
+        return self.cos_table[:seq_len].to(x.dtype), self.sin_table[:seq_len].to(x.dtype)
+"""
+
+
+def test_the_model_codes_logged_warnings_are_dropped_and_its_errors_shown(tmp_path, capsys):
+    module = tmp_path / "logging_model.py"
+    module.write_text(LOGGING_MODEL)
+    assert probe(f"{module}:LoggingRotaryEmbedding", "--trigger", "fp32") == 0
+    err = capsys.readouterr().err
+    assert "has no head_dim" not in err
+    assert "saved by a newer release" in err
+    import logging
+
+    assert logging.root.manager.disable == logging.NOTSET  # the rest of the process logs as before
