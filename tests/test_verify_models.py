@@ -764,9 +764,10 @@ NEW_FAILING: dict[str, tuple[str, str, str, str]] = {}
 
 # Verified, but their tiny models do not read the rotary tables, so that their agreements say nothing of the fix: no
 # layer kind of theirs reads them at the tiny sizes (Bamba's and RecurrentGemma's attention layers are chosen by other
-# attributes than layer types, Qwen4-Exp's default config leaves its indexed attention's sizes unset, Zaya's layers do
-# not use them), their default configs use no rotary table (GraniteMoeHybrid's `position_embedding_type=None`, Zamba2's
-# `use_mem_rope=False`), or the changed class is not the causal LM's (CLVP's, Inkling2's vision rotary class).
+# attributes than layer types, Qwen4-Exp's default config leaves its indexed attention's sizes unset, Zaya's hybrid
+# layers' logits do not move with them), their default configs use no rotary table (GraniteMoeHybrid's
+# `position_embedding_type=None`, Zamba2's `use_mem_rope=False`), or the changed class is not the causal LM's (CLVP's,
+# Inkling2's vision rotary class).
 NEW_UNREAD = {
     "BambaForCausalLM",
     "ClvpForCausalLM",
