@@ -52,6 +52,7 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -740,12 +741,13 @@ def _arranged_to_read_the_tables(
             return None
         return candidate, _table_influence(candidate, rotary_classes)
 
-    uniform = {kind: built([kind] * count) for kind in kinds}
-    if all(uniform[kind] is not None and uniform[kind][1] for kind in layer_types):
+    # Built when asked: the kinds the tiny model lacks only once one of its own is not shown to read the tables.
+    uniform = functools.cache(lambda kind: built([kind] * count))
+    if all(uniform(kind) is not None and uniform(kind)[1] for kind in layer_types):
         return model, None
     for kind in kinds:
-        if uniform[kind] is not None and uniform[kind][1]:
-            return uniform[kind][0], f"every layer {kind}"
+        if uniform(kind) is not None and uniform(kind)[1]:
+            return uniform(kind)[0], f"every layer {kind}"
     pairs = [[first, *[second] * (count - 1)] for first in kinds for second in kinds if first != second]
     read = [(types, outcome) for types in pairs if (outcome := built(types)) is not None and outcome[1]]
     if not read:
