@@ -7,6 +7,7 @@ The baseline everywhere is the same run with `candidates.parse` replaced by a pl
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from helpers import unpacked_wheel
 
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.engine import Settings, check_file, check_source
+from rope_lint.engine import Settings, check_file, check_source, map_files
 from rope_lint.prefilter import candidates
 from rope_lint.rules import select_rules
 
@@ -109,27 +110,34 @@ def parsed_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+def _compared_with_a_full_parse(entry: tuple[str, bytes], settings: Settings, parsed_texts: list[str]) -> tuple:
+    """One file's (findings of a full parse, whether partial parsing found the same, whether it parsed the file
+    whole); run in the processes of `engine.map_files`, forked after `parsed_texts` began recording."""
+    path, data = entry
+    text = data.decode("utf-8")
+    parsed_texts.clear()
+    partial = check_source(path, text, settings, candidates.Occurrences(data))
+    parsed_whole = text in parsed_texts
+    full = full_findings(path, text, settings)
+    return len(full), partial == full, parsed_whole
+
+
 # The whole selection, and each family alone: a family's triggers decide what is kept, and the RPL1xx family
-# alone reads no class whole.
+# alone reads no class whole. The files are spread over the cores, as the check spreads them.
 @pytest.mark.parametrize("select", ["ALL", "RPL1", "RPL2", "RPL3"])
 def test_partial_parse_finds_what_a_full_parse_finds_in_transformers_models(
     models: list[tuple[str, bytes]], parsed_texts: list[str], select: str
 ) -> None:
     settings = Settings(select_rules([select], []), Path("."))
-    differing, parsed_whole, found = [], [], 0
-    for path, data in models:
-        text = data.decode("utf-8")
-        parsed_texts.clear()
-        partial = check_source(path, text, settings, candidates.Occurrences(data))
-        if text in parsed_texts:
-            parsed_whole.append(path)
-        full = full_findings(path, text, settings)
-        found += len(full)
-        if partial != full:
-            differing.append(path)
-    assert found > 0, "the corpus must hold findings of this selection for the comparison to mean anything"
-    assert differing == []
-    assert parsed_whole == [], "every file of the corpus splits cleanly: none falls back to a full parse"
+    compare = functools.partial(_compared_with_a_full_parse, settings=settings, parsed_texts=parsed_texts)
+    compared = dict(zip([path for path, _ in models], map_files(compare, models), strict=True))
+    assert sum(found for found, _, _ in compared.values()) > 0, (
+        "the corpus must hold findings of this selection for the comparison to mean anything"
+    )
+    assert [path for path, (_, same, _) in compared.items() if not same] == []
+    assert [path for path, (_, _, whole) in compared.items() if whole] == [], (
+        "every file of the corpus splits cleanly: none falls back to a full parse"
+    )
 
 
 def test_partial_parse_keeps_under_a_quarter_of_the_lines_of_transformers_models(

@@ -129,8 +129,8 @@ def probes(
     unfixed_probe: Callable[[str], dict[str, Any]],
     fixed_probe: Callable[[AcceptanceRun], dict[str, Any]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The probe of the release before and after the fix. Two probe processes at once: each runs on one core, and the
-    suite's time is budgeted."""
+    """The probe of the release before and after the fix, the two at once where neither has run yet (the suite's
+    time is budgeted)."""
     with ThreadPoolExecutor(2) as pool:
         before = pool.submit(unfixed_probe, release.version)
         after = fixed_probe(release)
