@@ -231,9 +231,13 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
     return standing
 
 
-def map_files(work: Callable[[Item], T], files: list[Item], processes: int | None = None) -> list[T]:
+def map_files(
+    work: Callable[[Item], T], files: list[Item], processes: int | None = None, items_per_process: int | None = None
+) -> list[T]:
     """`work` on every file (or other item: the probe's classes), spread over `processes` processes (one per core by
-    default) when there are enough items to repay the start-up.
+    default) when there are enough items to repay the start-up. With `items_per_process`, each process takes that many
+    items and ends, and a fresh one takes the next: the memory that one item's work leaves fragmented does not raise
+    the next items' peaks (the probe's classes: large tables of many sizes).
 
     `work` must be picklable: a module-level function, or a `functools.partial` of one; so must its results.
     """
@@ -241,55 +245,81 @@ def map_files(work: Callable[[Item], T], files: list[Item], processes: int | Non
     if len(files) < LARGE_RUN or processes < 2:
         return [work(path) for path in files]
     if hasattr(os, "fork"):
+        if items_per_process:
+            return _fresh_forks_map(work, files, processes, items_per_process)
         return _forked_map(work, files, processes)
     from concurrent.futures import ProcessPoolExecutor  # where there is no fork: Windows
 
     chunk = max(1, len(files) // (processes * 32))  # small enough that a slow file at the end does not idle a core
-    with ProcessPoolExecutor(max_workers=processes) as pool:
-        return list(pool.map(work, files, chunksize=chunk))
+    with ProcessPoolExecutor(max_workers=processes, max_tasks_per_child=items_per_process) as pool:
+        return list(pool.map(work, files, chunksize=1 if items_per_process else chunk))
 
 
 def _forked_map(work: Callable[[Item], T], files: list[Item], processes: int) -> list[T]:
     """`work` on `files` in this process and `processes - 1` forked children, each taking every n-th file (files
-    next to each other cost alike, so the shares come out even); a child sends its results back pickled through a
-    pipe. A pool would leave this process idle while it feeds the others: a whole-tree check took 7% longer."""
+    next to each other cost alike, so the shares come out even). A pool would leave this process idle while it feeds
+    the others: a whole-tree check took 7% longer."""
+    children = [_forked(work, files[share::processes]) for share in range(1, processes)]
+    results: list[T] = [None] * len(files)  # type: ignore[list-item]
+    results[0::processes] = [work(path) for path in files[0::processes]]
+    for share, child in enumerate(children, start=1):
+        results[share::processes] = _results_of(child)
+    return results
+
+
+def _fresh_forks_map(work: Callable[[Item], T], files: list[Item], processes: int, items_per_process: int) -> list[T]:
+    """`work` on `files` in forked children of `items_per_process` files each, `processes` of them at a time; this
+    process only starts them and collects their results, in order (the children end in about the order they start)."""
+    chunks = [files[start : start + items_per_process] for start in range(0, len(files), items_per_process)]
+    running = [_forked(work, chunk) for chunk in chunks[:processes]]
+    results: list[T] = []
+    for waiting in chunks[processes:]:
+        results += _results_of(running.pop(0))
+        running.append(_forked(work, waiting))
+    for child in running:
+        results += _results_of(child)
+    return results
+
+
+def _forked(work: Callable[[Item], T], files: list[Item]) -> tuple[int, int]:
+    """A forked child that runs `work` on `files` and sends its results back pickled through a pipe: (its pid, the
+    pipe's end to read)."""
     import pickle
 
     parent = os.getpid()
     die_with_parent = _death_signal_setter()
-    children: list[tuple[int, int]] = []
-    for share in range(1, processes):
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: its share, then out, whatever happens, without running the parent's code on
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its files, then out, whatever happens, without running the parent's code on
+        try:
+            os.close(read)
+            die_with_parent()
             try:
-                os.close(read)
-                die_with_parent()
-                try:
-                    payload = pickle.dumps(
-                        (True, [_unless_orphaned(work, path, parent) for path in files[share::processes]])
-                    )
-                except BaseException as error:  # handed to the parent, which raises it as a pool would
-                    payload = pickle.dumps((False, error))
-                with os.fdopen(write, "wb") as stream:
-                    stream.write(payload)
-            finally:
-                os._exit(0)
-        os.close(write)
-        children.append((pid, read))
-    results: list[T] = [None] * len(files)  # type: ignore[list-item]
-    results[0::processes] = [work(path) for path in files[0::processes]]
-    for share, (pid, read) in enumerate(children, start=1):
-        with os.fdopen(read, "rb") as stream:
-            payload = stream.read()
-        os.waitpid(pid, 0)
-        if not payload:
-            raise RuntimeError(f"worker process {pid} ended without its results")
-        finished, found = pickle.loads(payload)
-        if not finished:
-            raise found
-        results[share::processes] = found
-    return results
+                payload = pickle.dumps((True, [_unless_orphaned(work, path, parent) for path in files]))
+            except BaseException as error:  # handed to the parent, which raises it as a pool would
+                payload = pickle.dumps((False, error))
+            with os.fdopen(write, "wb") as stream:
+                stream.write(payload)
+        finally:
+            os._exit(0)
+    os.close(write)
+    return pid, read
+
+
+def _results_of(child: tuple[int, int]) -> list:
+    """What a `_forked` child sends back, once it ends; its error raised here."""
+    import pickle
+
+    pid, read = child
+    with os.fdopen(read, "rb") as stream:
+        payload = stream.read()
+    os.waitpid(pid, 0)
+    if not payload:
+        raise RuntimeError(f"worker process {pid} ended without its results")
+    finished, found = pickle.loads(payload)
+    if not finished:
+        raise found
+    return found
 
 
 def _death_signal_setter() -> Callable[[], None]:

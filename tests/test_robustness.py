@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -390,8 +391,23 @@ def _name_or_fail(path: Path) -> str:
     return path.name
 
 
-def test_a_large_run_spread_over_processes_keeps_the_order_and_raises_a_workers_error() -> None:
+def _name_and_process(path: Path) -> tuple[str, int]:
+    return path.name, os.getpid()
+
+
+# Long-lived processes (this one among them), and fresh ones of 5 files each (this one starts them and does none).
+@pytest.mark.parametrize("items_per_process", [None, 5])
+def test_a_large_run_spread_over_processes_keeps_the_order_and_raises_a_workers_error(
+    items_per_process: int | None,
+) -> None:
     files = [Path(f"f{index}") for index in range(LARGE_RUN + 12)]
-    assert map_files(lambda path: path.name, files) == [path.name for path in files]
+    done = map_files(_name_and_process, files, 2, items_per_process)
+    assert [name for name, _ in done] == [path.name for path in files]
+    by_process = Counter(pid for _, pid in done)
+    if items_per_process is None:
+        assert len(by_process) == 2 and by_process[os.getpid()] == len(files[0::2])
+    else:
+        assert len(by_process) == -(-len(files) // items_per_process) and os.getpid() not in by_process
+        assert max(by_process.values()) == items_per_process
     with pytest.raises(ValueError, match="cannot handle f7"):  # f7 is a child's share where there are 2+ cores
-        map_files(_name_or_fail, files)
+        map_files(_name_or_fail, files, 2, items_per_process)

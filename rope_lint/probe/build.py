@@ -545,20 +545,28 @@ def _uninitialised_memory_as_nan() -> Iterator[None]:
 
 
 def _read_call(module: nn.Module, recipe: Recipe) -> tuple[Recipe, Tables]:
-    """The recipe with its reading settled, and its fp32 tables. A forward whose output changes with its input's
-    values applies the rotation: it is read as such, in the layout whose unit pairs it keeps at one length."""
+    """The recipe with its reading settled, and its fp32 tables."""
     if recipe.forward_call.x_kind != ACTIVATION:
         return recipe, call_forward(module, recipe, torch.float32)
-    outputs = {layout: _run_forward(module, recipe, torch.float32, layout)[0] for layout in (TABLES, ROTATED_PAIRS)}
-    if not depends_on_input(outputs[TABLES], outputs[ROTATED_PAIRS]):
-        return recipe, tables_from_output(outputs[TABLES], recipe.positions)
-    outputs[ROTATED_HALVES] = outputs.pop(TABLES)  # the same input: unit pairs in the rotate_half layout
-    for layout in (ROTATED_HALVES, ROTATED_PAIRS):
-        if is_rotation(first_tensor(outputs[layout]), layout, recipe.positions):
-            rotating = dataclasses.replace(
-                recipe, forward_call=dataclasses.replace(recipe.forward_call, reading=layout)
-            )
-            return rotating, call_forward(module, rotating, torch.float32)
+    reading = _reading(module, recipe)
+    settled = dataclasses.replace(recipe, forward_call=dataclasses.replace(recipe.forward_call, reading=reading))
+    return settled, call_forward(module, settled, torch.float32)
+
+
+def _reading(module: nn.Module, recipe: Recipe) -> str:
+    """How the output of a forward that takes an activation is read. One that changes with its input's values applies
+    the rotation: it is read as such, in the layout whose unit pairs it keeps at one length; any other returns tables.
+    Only the first tensor of each output is kept while the other forward runs: an activation-shaped output can be the
+    largest thing a probe's run holds, and the tables are read from a forward of their own."""
+    halves, pairs = (
+        first_tensor(_run_forward(module, recipe, torch.float32, layout)[0]) for layout in (TABLES, ROTATED_PAIRS)
+    )
+    if not depends_on_input(halves, pairs):
+        return TABLES
+    # The input of TABLES is unit pairs in the rotate_half layout.
+    for layout, output in ((ROTATED_HALVES, halves), (ROTATED_PAIRS, pairs)):
+        if is_rotation(output, layout, recipe.positions):
+            return layout
     raise CannotBuild("forward changes with its input, but not as a rotation of its pairs")
 
 

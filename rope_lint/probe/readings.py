@@ -50,6 +50,11 @@ def unit_pairs(shape: tuple[int, ...], layout: str, dtype: torch.dtype, device: 
     return pattern
 
 
+def largest_magnitude(table: torch.Tensor) -> float:
+    """max |value| of a non-empty table (NaN where it holds one), without the copy that `abs()` would make."""
+    return torch.maximum(table.max(), table.min().neg()).item()
+
+
 def _pairs(rows: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos parts, sin parts) of [N, D] rows, [N, D/2] each."""
     if layout == ROTATED_PAIRS:
@@ -61,7 +66,9 @@ def _pairs(rows: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]
 def is_rotation(output: torch.Tensor, layout: str, positions: int) -> bool:
     """Whether the output of `unit_pairs(layout)` has pairs of one common, non-zero length (any scale the class
     applies, such as YaRN's attention factor, is common to all pairs)."""
-    cos_part, sin_part = _pairs(_on_rows(output, positions), layout)
+    # In the output's own precision: the tolerance is far above float32's rounding, and a float64 copy of an
+    # activation-shaped output is the largest allocation of a probe's run.
+    cos_part, sin_part = _pairs(_on_rows(output, positions, output.dtype), layout)
     lengths = torch.hypot(cos_part, sin_part)
     longest = lengths.max().item()
     return longest > 0 and (lengths.max() - lengths.min()).item() <= _ROTATION_TOLERANCE * longest
@@ -114,8 +121,8 @@ def _row_axis(table: torch.Tensor, positions: int) -> int:
     raise CannotBuild(f"forward returned shape {tuple(table.shape)}, with no axis of {positions} positions")
 
 
-def _on_rows(table: torch.Tensor, positions: int) -> torch.Tensor:
-    """[..., N, ...] -> float64 [N, D] on CPU (2N-1 rows for relative offsets)."""
+def _on_rows(table: torch.Tensor, positions: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """[..., N, ...] -> [N, D] on CPU in `dtype`, float64 unless asked (2N-1 rows for relative offsets)."""
     table = table.detach()
     if table.is_complex():
         raise CannotBuild("complex table where a real one was expected")
@@ -124,7 +131,9 @@ def _on_rows(table: torch.Tensor, positions: int) -> torch.Tensor:
     if table.numel() == rows:
         # One value per position (an element-wise product that happened to broadcast), not positions x frequencies.
         raise CannotBuild(f"forward returned shape {tuple(table.shape)}, one value per position")
-    return table.movedim(axis, 0).reshape(rows, -1).to(device="cpu", dtype=torch.float64)
+    # One copy at most, converted as it is laid out in rows: reshaping a moved axis first would copy twice.
+    moved = table.movedim(axis, 0).to(device="cpu", dtype=dtype, memory_format=torch.contiguous_format)
+    return moved.reshape(rows, -1)
 
 
 def _single_table(output: torch.Tensor, positions: int) -> Tables:
@@ -136,7 +145,7 @@ def _single_table(output: torch.Tensor, positions: int) -> Tables:
     rows = _on_rows(output, positions)
     if not rows.any():
         raise CannotBuild("forward returned an all-zero table")
-    if rows.abs().max().item() <= 1.0:
+    if largest_magnitude(rows) <= 1.0:
         # Sinusoid values: no angle of N > 1 positions stays within [-1, 1]; the values are compared as they are,
         # with a sin table of zeros that is one broadcast 0 rather than a copy of their size.
         return Tables(rows, torch.zeros((), dtype=rows.dtype).expand_as(rows))

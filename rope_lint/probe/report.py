@@ -28,6 +28,7 @@ import torch
 from rope_lint.probe.build import Tables
 from rope_lint.probe.cost import RuntimeCost
 from rope_lint.probe.discover import FOUND_BY_COMPUTATION, FOUND_BY_NAME, ImportFailure
+from rope_lint.probe.readings import largest_magnitude
 
 # Statuses of a trigger's result.
 CLEAN = "clean"
@@ -74,7 +75,7 @@ class Yardstick:
         self.reference, self.threshold, self.curves = reference, threshold, curves
         # Most tables stay within [-1, 1]: their limit is the threshold itself, with no per-element limit to compute.
         self._within_one = all(
-            table.abs().max().item() <= 1.0 for table in (reference.cos, reference.sin) if table.numel()
+            largest_magnitude(table) <= 1.0 for table in (reference.cos, reference.sin) if table.numel()
         )
 
     def _errors(self, table: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor | None]:

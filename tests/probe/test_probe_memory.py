@@ -7,14 +7,18 @@ from __future__ import annotations
 import gc
 import math
 import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
+from torch import nn
 
-from rope_lint.probe import discover, report
+from rope_lint.probe import build, discover, report
 from rope_lint.probe.build import Tables
-from rope_lint.probe.readings import tables_from_output
+from rope_lint.probe.memory import allocations
+from rope_lint.probe.readings import TABLES, largest_magnitude, tables_from_output
 from rope_lint.probe.reference import textbook_tables
 from rope_lint.probe.report import Yardstick
 from rope_lint.probe.runner import probe
@@ -69,3 +73,56 @@ def test_the_probe_leaves_the_collector_unfrozen(in_repo: None) -> None:
     result = probe(["fixtures/probe/rotary_classes.py:LegacyRotaryEmbedding"], ["fp32"], 64, 4e-3)
     assert [entry.measured for entry in result.classes] == [True]
     assert gc.get_freeze_count() == 0
+
+
+def _storages_made(run: Callable[[], object]) -> list[int]:
+    """The bytes of each storage that `run` made, in order."""
+    _, made = allocations(run, limit=2**40)
+    return list(made.values())
+
+
+def test_a_table_off_its_rows_is_read_with_one_copy_per_table() -> None:
+    # Positions on the middle axis of [heads, N, D]: reading it as [N, heads * D] float64 rows is one copy each.
+    cos = torch.rand(4, 100, 16).cos()
+    sin = torch.rand(4, 100, 16).sin()
+    made = _storages_made(lambda: tables_from_output((cos, sin), positions=100))
+    assert made == [100 * 4 * 16 * 8] * 2
+
+
+def test_the_largest_magnitude_of_a_table_needs_no_copy_and_shows_a_nan() -> None:
+    table = torch.tensor([[0.5, -3.0], [2.0, 1.0]])
+    assert largest_magnitude(table) == 3.0
+    assert all(size <= 8 for size in _storages_made(lambda: largest_magnitude(table)))  # scalars only
+    table[1, 1] = math.nan
+    assert math.isnan(largest_magnitude(table))
+
+
+class _RecordsWhatStaysAlive(nn.Module):
+    """A rotary class whose forward takes an activation: it notes whether the sin tables it returned before are
+    still held when it is called again."""
+
+    built: ClassVar[list[_RecordsWhatStaysAlive]] = []
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.returned: list[weakref.ref] = []
+        self.held_at_each_call: list[int] = []
+        self.built.append(self)
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.held_at_each_call.append(sum(ref() is not None for ref in self.returned))
+        angles = position_ids[..., None].float() * self.inv_freq
+        emb = torch.cat((angles, angles), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        self.returned.append(weakref.ref(sin))
+        return cos, sin
+
+
+def test_reading_a_forward_that_takes_an_activation_holds_no_earlier_output_whole() -> None:
+    """Which reading applies is told from the first tensors of two forwards; the tables come from a forward of their
+    own: no call finds an earlier call's whole output held."""
+    [(recipe, tables)] = build.find_recipes(_RecordsWhatStaysAlive, 64)
+    assert recipe.forward_call.reading == TABLES and tables.cos.shape == (64, build.HEAD_DIM)
+    calls = [count for module in _RecordsWhatStaysAlive.built for count in module.held_at_each_call]
+    assert len(calls) >= 3 and not any(calls)
