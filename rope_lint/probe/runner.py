@@ -44,8 +44,9 @@ Progress = Callable[[int, int, str], None]
 PARALLEL_CLASSES = 4
 # Classes probed by one forked process before a fresh one takes the next: tables of many sizes leave the heap
 # fragmented, and a long-lived process's later classes peak higher. transformers 5.24.0 under three triggers, the
-# largest process's peak: 573 to 590 MiB in long-lived processes, 536 to 570 MiB in processes of 16 classes (one run
-# each of 8, 32 and 64: 564, 583 and 586 MiB), for 3 to 4 s more system time (forks copying the pages they write).
+# largest process's peak: 573 to 590 MiB in long-lived processes (3 runs), 536 to 571 MiB in processes of 16 classes
+# (7 runs) for 3 to 4 s more system time (forks copying the pages they write); fewer classes a process do no better
+# (4: 557 and 562 MiB, 8: 546 to 574 MiB) and cost more (4: 6 s more wall time), more do worse (32: 583, 64: 586).
 CLASSES_PER_PROCESS = 16
 
 
