@@ -66,9 +66,10 @@ def _pairs(rows: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]
 def is_rotation(output: torch.Tensor, layout: str, positions: int) -> bool:
     """Whether the output of `unit_pairs(layout)` has pairs of one common, non-zero length (any scale the class
     applies, such as YaRN's attention factor, is common to all pairs)."""
-    # In the output's own precision: the tolerance is far above float32's rounding, and a float64 copy of an
+    # In the output's own floating precision: the tolerance is far above float32's rounding, and a float64 copy of an
     # activation-shaped output is the largest allocation of a probe's run.
-    cos_part, sin_part = _pairs(_on_rows(output, positions, output.dtype), layout)
+    dtype = output.dtype if output.is_floating_point() else torch.float64
+    cos_part, sin_part = _pairs(_on_rows(output, positions, dtype), layout)
     lengths = torch.hypot(cos_part, sin_part)
     longest = lengths.max().item()
     return longest > 0 and (lengths.max() - lengths.min()).item() <= _ROTATION_TOLERANCE * longest

@@ -18,7 +18,7 @@ from torch import nn
 from rope_lint.probe import build, discover, report
 from rope_lint.probe.build import Tables
 from rope_lint.probe.memory import allocations
-from rope_lint.probe.readings import TABLES, largest_magnitude, tables_from_output
+from rope_lint.probe.readings import ROTATED_PAIRS, TABLES, is_rotation, largest_magnitude, tables_from_output
 from rope_lint.probe.reference import textbook_tables
 from rope_lint.probe.report import Yardstick
 from rope_lint.probe.runner import probe
@@ -87,6 +87,13 @@ def test_a_table_off_its_rows_is_read_with_one_copy_per_table() -> None:
     sin = torch.rand(4, 100, 16).sin()
     made = _storages_made(lambda: tables_from_output((cos, sin), positions=100))
     assert made == [100 * 4 * 16 * 8] * 2
+
+
+def test_the_rotation_test_reads_an_output_in_its_own_floating_precision() -> None:
+    rotated = torch.rand(1, 100, 64)  # [1, N, D] float32: its rows are a view, and the pair lengths one float32 table
+    made = _storages_made(lambda: is_rotation(rotated, ROTATED_PAIRS, positions=100))
+    assert max(made) == 100 * 32 * 4
+    assert is_rotation(torch.ones(1, 100, 64, dtype=torch.int64), ROTATED_PAIRS, positions=100)  # integers: float64
 
 
 def test_the_largest_magnitude_of_a_table_needs_no_copy_and_shows_a_nan() -> None:
