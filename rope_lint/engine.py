@@ -235,9 +235,10 @@ def map_files(
     work: Callable[[Item], T], files: list[Item], processes: int | None = None, items_per_process: int | None = None
 ) -> list[T]:
     """`work` on every file (or other item: the probe's classes), spread over `processes` processes (one per core by
-    default) when there are enough items to repay the start-up. With `items_per_process`, each process takes that many
-    items and ends, and a fresh one takes the next: the memory that one item's work leaves fragmented does not raise
-    the next items' peaks (the probe's classes: large tables of many sizes).
+    default) when there are enough items to repay the start-up. With `items_per_process`, each forked process takes
+    that many items and ends, and a fresh one takes the next: the memory that one item's work leaves fragmented does
+    not raise the next items' peaks (the probe's classes: large tables of many sizes). Where there is no fork, a pool
+    of long-lived processes takes them all.
 
     `work` must be picklable: a module-level function, or a `functools.partial` of one; so must its results.
     """
@@ -251,8 +252,8 @@ def map_files(
     from concurrent.futures import ProcessPoolExecutor  # where there is no fork: Windows
 
     chunk = max(1, len(files) // (processes * 32))  # small enough that a slow file at the end does not idle a core
-    with ProcessPoolExecutor(max_workers=processes, max_tasks_per_child=items_per_process) as pool:
-        return list(pool.map(work, files, chunksize=1 if items_per_process else chunk))
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        return list(pool.map(work, files, chunksize=chunk))
 
 
 def _forked_map(work: Callable[[Item], T], files: list[Item], processes: int) -> list[T]:
