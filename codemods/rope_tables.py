@@ -72,7 +72,9 @@ from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.rotary import (
     LOW_PRECISION_CAST_METHODS,
+    TABLE_DESCRIPTIONS,
     TABLE_ON_DEVICE,
+    TENSOR_FACTORIES,
     is_table_name,
     reachable_from_init,
 )
@@ -451,10 +453,6 @@ def _buffer(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]
     return positional[0].value, persistent is None or not _is_false(persistent.value)
 
 
-# Tensor factories, which allocate on the default device unless told otherwise: construction pins them to the CPU.
-_FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "zeros", "full", "empty", "tensor", "eye"})
-# What a table read tells without its data, so that it needs no move.
-_DESCRIPTIONS = frozenset({"dtype", "shape", "ndim", "size", "dim", "numel"})
 # Modules whose functions compute on the devices of their arguments, or not on tensors at all.
 _DEVICE_FOLLOWING_MODULES = frozenset({"torch", "math", "self"})
 
@@ -585,7 +583,7 @@ class _TablesOfModuleFunctions(cst.CSTTransformer):
         return True
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        if node.attr.value in _DESCRIPTIONS or node.attr.value == "device":
+        if node.attr.value in TABLE_DESCRIPTIONS or node.attr.value == "device":
             self.not_read.add(node.value)
         return True
 
@@ -679,7 +677,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         # `self.inv_freq.dtype`, `self.cos_cached.shape[0]`: the table's description, the same on every device.
-        if node.attr.value in _DESCRIPTIONS or node.attr.value == "device":
+        if node.attr.value in TABLE_DESCRIPTIONS or node.attr.value == "device":
             self.described.add(node.value)
         return True
 
@@ -809,7 +807,7 @@ def _on_cpu(block: cst.With) -> bool:
 
 def _is_factory(func: cst.BaseExpression) -> bool:
     return m.matches(
-        func, m.Attribute(value=m.Name("torch"), attr=m.Name(value=m.MatchIfTrue(_FACTORIES.__contains__)))
+        func, m.Attribute(value=m.Name("torch"), attr=m.Name(value=m.MatchIfTrue(TENSOR_FACTORIES.__contains__)))
     )
 
 

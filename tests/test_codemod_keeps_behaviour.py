@@ -228,6 +228,21 @@ def test_fixed_class_moves_between_devices_and_dtypes_and_keeps_its_float32_tabl
     assert all(after[name].device == CPU and torch.equal(after[name], table) for name, table in masters.items())
 
 
+def test_a_class_whose_construction_reads_a_buffer_the_rewrite_would_keep_is_left_working() -> None:
+    """Its table is built while it is constructed from a buffer under a name of its own, which a rewrite would keep on
+    the default device beside tables computed on the CPU: the codemod leaves the class's tables alone, and it still
+    builds under a default device and computes what the original computes."""
+    case = Case("rotary_default_device", "BufferFrequenciesRotaryEmbedding", {"dim": DIM}, activations)
+    fixed = (REPO / "fixtures" / "fixed" / "rotary_default_device.py").read_text()
+    kept = 'self.register_buffer("freqs", freqs, persistent=False)'
+    assert fixed.count(kept) == 1 and "int64" in fixed.split(kept)[1]  # only the positions were rewritten
+    assert_same(outputs(build(case, "fixed"), case, CPU), outputs(build(case, "hazards"), case, CPU))
+    for place in (default_device(META), torch.device(META)):
+        with place:
+            module = build(case, "fixed")
+        assert {tensor.device for tensor in outputs(module, case, META)} == {META}
+
+
 def test_an_update_outside_the_class_writes_into_the_copy_that_forward_reads() -> None:
     """A long-context update (`switch_frequencies`) writes the long or the short frequencies in place: into the copy
     on the input's device, the same tensor every call (CUDA graphs replay its address), never into the float32

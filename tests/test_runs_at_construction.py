@@ -46,3 +46,25 @@ def test_a_method_read_with_spaces_before_its_name_is_still_read() -> None:
     )
     found = check_source("model.py", code, Settings(select_rules(["RPL101", "RPL104"], []), Path(".")))
     assert [d.code for d in found] == ["RPL101"]
+
+
+REGISTERED = {
+    "by a call": "def helper(n):\n    return torch.arange(n, dtype=torch.float32)\n\n\nkeep(helper)\n",
+    "by a decorator": "@keep\ndef helper(n):\n    return torch.arange(n, dtype=torch.float32)\n",
+}
+
+
+@pytest.mark.parametrize("spelling", list(REGISTERED))
+def test_a_helper_handed_to_a_registry_at_module_level_is_not_run_by_it(spelling: str) -> None:
+    """timm 1.0.31, vision_transformer_sam.py: `register_notrace_function(get_rel_pos)` at module level hands the
+    function to a registry, as the decorator `@register_notrace_function` would; only `forward` calls it, so its
+    explicit float32 is RPL104's note, spelled either way."""
+    code = (
+        "import torch\nfrom torch import nn\n\n\ndef keep(fn):\n    return fn\n\n\n"
+        + REGISTERED[spelling]
+        + "\n\n"
+        + MODEL
+        + "        self.scale = 1.0\n\n    def forward(self, x):\n        return x + helper(x.shape[1])\n"
+    )
+    found = check_source("model.py", code, Settings(select_rules(["RPL101", "RPL104"], []), Path(".")))
+    assert [d.code for d in found] == ["RPL104"]

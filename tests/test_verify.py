@@ -183,6 +183,29 @@ def test_a_fixed_class_that_keeps_a_parameter_off_the_default_device_fails() -> 
     assert rows[2:] == [[FAILED, name, off_the_device] for name in ROTARY_CLASSES]
 
 
+def test_a_fixed_class_that_returns_other_dtypes_under_a_condition_fails() -> None:
+    """The rewrite that the codemod made of a class that rotates queries and keys with tables it caches at run time
+    (transformers 4.37.2's ESM): float32 tables and no cast back, so that under `to-bf16` it returns float32 where the
+    original returns bfloat16, and a bf16 model's next matmul fails. The fp32 comparison alone cannot see it."""
+    path = REPO / "fixtures" / "hazards" / "rotary_runtime_cache.py"
+    original = path.read_text()
+    kept = 'self.register_buffer("inv_freq", inv_freq)  # expect: RPL202\n'
+    float32 = original.replace(kept, kept + "        self.inv_freq_fp32 = inv_freq\n")
+    float32 = float32.replace(".type_as(self.inv_freq)", ".float()").replace(
+        ", self.inv_freq)", ", self.inv_freq_fp32)"
+    )
+    assert float32.count("inv_freq_fp32") == 2
+    code = f"""
+        for verification in verify_changes([(PATH, ORIGINAL, {float32!r})]):
+            print(verification.status, verification.name, verification.detail, sep="|")
+    """
+    run = run_python(verify_changes_prelude(path) + textwrap.dedent(code))
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split("|") for line in run.stdout.splitlines()]
+    returned = "under to-bf16 the fixed class returns float32, float32; the original bfloat16, bfloat16"
+    assert rows == [[FAILED, "PairRotaryEmbedding", returned]]
+
+
 def test_a_state_dict_change_a_dtype_change_and_an_import_error_fail() -> None:
     code = """
         verify(ORIGINAL.replace('"inv_freq", inv_freq, persistent=False', '"inv_freq", inv_freq'))

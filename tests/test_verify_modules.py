@@ -116,6 +116,29 @@ def test_fixed_outputs_that_differ_and_a_changed_state_dict_fail() -> None:
     assert detail.startswith("state_dict keys differ (lost none, gained ['scale'])")
 
 
+def test_a_fixed_module_that_breaks_or_moves_off_a_default_device_fails() -> None:
+    # The same values on the CPU, but a module built under `with torch.device("meta")` (as training frameworks build
+    # models) that fails to build, or that keeps its buffer on the CPU where the original kept it on the default device.
+    held = "self.layer_idx = layer_idx\n"
+    gained = held + '        self.register_buffer("gain", torch.ones(4), persistent=False)\n'
+    pinned = gained.replace("torch.ones(4)", 'torch.ones(4, device="cpu")')
+    mixed = gained.replace("torch.ones(4)", 'torch.ones(4) * torch.ones(4, device="cpu")')
+    alike = gained.replace("torch.ones(4)", "torch.full((4,), 1.0)")
+    code = f"""
+        original = ORIGINAL.replace({held!r}, {gained!r})
+        for fixed in ({alike!r}, {pinned!r}, {mixed!r}):
+            fixed = ORIGINAL.replace({held!r}, fixed)
+            for verification in verify_changes([(PATH, original, fixed)]):
+                print(verification.status, verification.name, verification.detail, sep="|")
+    """
+    run = run_python(verify_changes_prelude(FIXTURE / MODELING) + textwrap.dedent(code))
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split("|") for line in run.stdout.splitlines()]
+    assert [row[:2] for row in rows] == [[VERIFIED, "TokenMixer"], [FAILED, "TokenMixer"], [FAILED, "TokenMixer"]]
+    assert rows[1][2].startswith("built under a default device, it keeps gain (cpu) off it, as the original does not (")
+    assert rows[2][2].startswith("the fixed code fails to build under a default device: RuntimeError: ")
+
+
 def test_an_equivalent_rewrite_of_the_fractional_edges_is_verified() -> None:
     # What a correct fix may write instead: the same edges, from an integral enumeration.
     integral = "(torch.arange(1, self.per_side, dtype=torch.int64) / self.per_side)"

@@ -29,6 +29,7 @@ from rope_lint.probe.readings import (
     depends_on_input,
     first_tensor,
     is_rotation,
+    returned_dtypes,
     rotated_tables,
     tables_from_output,
     unit_pairs,
@@ -516,8 +517,10 @@ def call_forward(module: nn.Module, recipe: Recipe, activation_dtype: torch.dtyp
         unchanged = returned is not None and given is not None and returned.shape == given.shape
         if unchanged and torch.equal(returned, given.to(returned.dtype)):
             raise CannotBuild("forward returns its input unchanged")
-        return tables_from_output(output, recipe.positions)
-    return rotated_tables(output, given, reading, recipe.positions)
+        tables = tables_from_output(output, recipe.positions)
+    else:
+        tables = rotated_tables(output, given, reading, recipe.positions)
+    return dataclasses.replace(tables, returned=returned_dtypes(output))
 
 
 def construct(recipe: Recipe) -> nn.Module:

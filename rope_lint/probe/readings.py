@@ -33,10 +33,19 @@ class CannotBuild(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Tables:
-    """cos and sin for positions 0..N-1, as float64 on CPU, shape [N, D]."""
+    """cos and sin for positions 0..N-1, as float64 on CPU, shape [N, D]; and the dtypes of the tensors the forward
+    returned them in, in order (`returned_dtypes`), where they were read from a forward."""
 
     cos: torch.Tensor
     sin: torch.Tensor
+    returned: tuple[torch.dtype, ...] = ()
+
+
+def returned_dtypes(output: Any) -> tuple[torch.dtype, ...]:
+    """The dtypes of the tensors a forward returned, in order: the output itself, or the items of a tuple, list or
+    dict, one level down (a model's next layer takes them in these dtypes)."""
+    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else [output]
+    return tuple(item.dtype for item in items if isinstance(item, torch.Tensor))
 
 
 def unit_pairs(shape: tuple[int, ...], layout: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

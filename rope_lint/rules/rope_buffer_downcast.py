@@ -82,14 +82,19 @@ class RopeBufferDowncast(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         stores = list(rotary.table_stores(ctx))
-        float32_copies = {store.name for store in stores if not store.as_buffer and store.name.endswith("_fp32")}
+        # By class: another class's copy says nothing of this one's buffer.
+        float32_copies = {
+            (ctx.enclosing_class(store.node), store.name)
+            for store in stores
+            if not store.as_buffer and store.name.endswith("_fp32")
+        }
         for store in stores:
+            cls = ctx.enclosing_class(store.node)
             # A persistent buffer with a float32 copy beside it is what the fix leaves: the class reads the copy.
-            if not (store.as_buffer or store.parameter) or f"{store.name}_fp32" in float32_copies:
+            if not (store.as_buffer or store.parameter) or (cls, f"{store.name}_fp32") in float32_copies:
                 continue
             if rotary.guarded(ctx, store):
                 continue
-            cls = ctx.enclosing_class(store.node)
             fix = None
             if store.rewritten and not store.parameter and rotary.rewritable(ctx, cls):
                 fix = Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None))
@@ -282,6 +287,18 @@ class RopeBufferDowncast(Rule):
         Invalid(
             # forward takes no tensor: the table would have no device to move to, so the codemod leaves the class.
             "class RotaryEmbedding:\n"
+            "    def __init__(self, inv_freq):\n"
+            '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n'
+            "    def forward(self, seq_len, offset=0):\n"
+            "        return self.inv_freq * (seq_len + offset)\n"
+        ),
+        Invalid(
+            # Another class's float32 copy says nothing of this class's buffer (and this forward takes no tensor).
+            "class CopiedRotary:\n"
+            "    def __init__(self, inv_freq):\n"
+            '        self.register_buffer("inv_freq", inv_freq)\n'
+            "        self.inv_freq_fp32 = inv_freq\n"
+            "class PlainRotary:\n"
             "    def __init__(self, inv_freq):\n"
             '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n'
             "    def forward(self, seq_len, offset=0):\n"

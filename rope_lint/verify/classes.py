@@ -21,13 +21,20 @@ import torch
 from torch import nn
 
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
-from rope_lint.probe.build import CannotBuild, Recipe, Tables, call_forward, construct, describe
+from rope_lint.probe.build import TABLES, CannotBuild, Recipe, Tables, call_forward, construct, describe
 from rope_lint.probe.reference import reference_for
 from rope_lint.probe.report import Yardstick
 from rope_lint.probe.runner import recipes_within_budget, tables_under
 from rope_lint.probe.sizes import DEFAULT_BUDGET
 from rope_lint.probe.triggers import TRIGGERS, Trigger
-from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference, state_dict_difference
+from rope_lint.verify.compare import (
+    TOLERANCE,
+    Incomparable,
+    Mismatch,
+    placement_difference,
+    relative_difference,
+    state_dict_difference,
+)
 
 POSITIONS = 4096
 THRESHOLD = 4e-3  # the probe's default: about one bf16 rounding of values up to 1
@@ -114,51 +121,42 @@ def _compare_fp32(original: Recipe, fixed: Recipe) -> float:
 
 
 def _compare_placement(original: Recipe, fixed: Recipe) -> None:
-    """Raises _Failure where, built under a default device, a parameter or buffer of the fixed class is not where the
-    original's is (a tensor made on the CPU that the original made on the default device, and that nothing moves). A
-    class whose original cannot be built there (it reads values while it is built) is not checked."""
-    try:
-        with torch.device("meta"):
-            original_module = construct(original)
-    except Exception:
-        return
-    try:
-        with torch.device("meta"):
-            fixed_module = construct(fixed)
-    except Exception as error:
-        raise _Failure(f"the fixed class fails to build under a default device: {describe(error)}") from error
-    placed = {name: tensor.device for name, tensor in _held_tensors(original_module)}
-    elsewhere = sorted(
-        f"{name} ({tensor.device.type})"
-        for name, tensor in _held_tensors(fixed_module)
-        if name in placed and tensor.device != placed[name]
-    )
-    if elsewhere:
-        raise _Failure(
-            f"built under a default device, it keeps {', '.join(elsewhere)} off it, as the original does not"
-        )
-
-
-def _held_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
-    return [*module.named_parameters(), *module.named_buffers()]
+    """Raises _Failure where, built under a default device, the fixed class fails or keeps a tensor elsewhere than the
+    original (`compare.placement_difference`)."""
+    difference = placement_difference(lambda: construct(original), lambda: construct(fixed))
+    if difference is not None:
+        raise _Failure(difference)
 
 
 def _check_conditions(original: Recipe, fp32_tables: Tables, fixed: Recipe) -> tuple[int, str | None]:
     """Run the fixed class under each condition: the number where its tables are clean, and a note of those where it
     is no better than the original. Raises _Failure where it fails or exceeds the threshold and the original does
-    not."""
+    not, or, for a class that rotates its input, where it returns the rotated activations in other dtypes than the
+    original does (float32 tables that no longer follow the module's dtype would turn a bf16 model's activations
+    float32, and its next matmul fails)."""
     try:
         reference: Tables | None = reference_for(original, fp32_tables).tables
         unmeasured = None
     except ValueError as error:  # the tables cannot be judged, but the fixed class must still build where it did
         reference, unmeasured = None, f"tables not measured, no float64 reference: {error}"
     clean, as_before = 0, []
+    # A class that returns the activations it rotated hands them to the model's next layer, which takes them in the
+    # original's dtype (a bf16 matmul fails on float32); tables are the attention code's to combine.
+    rotates = original.forward_call.reading != TABLES
     for condition in CONDITIONS:
-        fixed_outcome = _outcome(condition, fixed, reference)
+        fixed_outcome, fixed_dtypes = _outcome(condition, fixed, reference)
         if fixed_outcome in (CLEAN, BUILT):
             clean += fixed_outcome == CLEAN
+            if rotates and any(dtype != condition.activation_dtype for dtype in fixed_dtypes):
+                _, original_dtypes = _outcome(condition, original, reference)
+                if original_dtypes is not None and original_dtypes != fixed_dtypes:
+                    returned = ", ".join(_dtype_name(dtype) for dtype in fixed_dtypes)
+                    expected = ", ".join(_dtype_name(dtype) for dtype in original_dtypes)
+                    raise _Failure(
+                        f"under {condition.name} the fixed class returns {returned}; the original {expected}"
+                    )
             continue
-        original_outcome = _outcome(condition, original, reference)
+        original_outcome, _ = _outcome(condition, original, reference)
         fails = fixed_outcome.startswith(FAILS) and not original_outcome.startswith(FAILS)
         if fails or original_outcome in (CLEAN, BUILT):
             raise _Failure(f"under {condition.name} the fixed class {fixed_outcome}; the original does not")
@@ -166,22 +164,31 @@ def _check_conditions(original: Recipe, fp32_tables: Tables, fixed: Recipe) -> t
     return clean, "; ".join([*as_before, *([unmeasured] if unmeasured else [])]) or None
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 # What a condition did to a class's tables; a failure or an excess comes with its detail after the word.
 CLEAN, BUILT, FAILS, EXCEEDS = "clean", "built", "fails", "exceeds"
 
 
-def _outcome(condition: Trigger, recipe: Recipe, reference: Tables | None) -> str:
-    """CLEAN; BUILT when there is no reference to measure against; or what went wrong under the condition."""
+def _outcome(
+    condition: Trigger, recipe: Recipe, reference: Tables | None
+) -> tuple[str, tuple[torch.dtype, ...] | None]:
+    """CLEAN; BUILT when there is no reference to measure against; or what went wrong under the condition. With the
+    dtypes of the tensors the forward returned (None where it failed)."""
     try:
         tables = tables_under(condition, recipe)
     except Exception as error:
-        return f"{FAILS}: {describe(error)}"
+        return f"{FAILS}: {describe(error)}", None
     if reference is None:
-        return BUILT
+        return BUILT, tables.returned
     if tables.cos.shape != reference.cos.shape:
-        return f"{FAILS}: tables of shape {tuple(tables.cos.shape)}, expected {tuple(reference.cos.shape)}"
+        shapes = f"tables of shape {tuple(tables.cos.shape)}, expected {tuple(reference.cos.shape)}"
+        return f"{FAILS}: {shapes}", tables.returned
     measurement = Yardstick(reference, THRESHOLD).measure(tables)
     if measurement.first_wrong_position is None:
-        return CLEAN
+        return CLEAN, tables.returned
     error = max(measurement.cos_max_abs_error, measurement.sin_max_abs_error)
-    return f"{EXCEEDS} {THRESHOLD:g} (max error {error:.3g} from position {measurement.first_wrong_position})"
+    exceeds = f"{EXCEEDS} {THRESHOLD:g} (max error {error:.3g} from position {measurement.first_wrong_position})"
+    return exceeds, tables.returned

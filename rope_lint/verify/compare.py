@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from torch import nn
 
 # The largest relative difference allowed between the original's and the fixed code's fp32 results.
 TOLERANCE = 1e-6
@@ -105,3 +106,35 @@ def state_dict_difference(original: torch.nn.Module, fixed: torch.nn.Module) -> 
         return f"state_dict keys differ (lost {lost or 'none'}, gained {gained or 'none'})"
     key = next(key for key in before if before[key] != after[key])
     return f"state_dict {key!r} has shape {after[key]}, the original {before[key]}"
+
+
+def placement_difference(build_original: Callable[[], nn.Module], build_fixed: Callable[[], nn.Module]) -> str | None:
+    """Where, built under a default device (`with torch.device("meta")`, as training frameworks build models), the
+    fixed module fails or keeps a parameter or buffer elsewhere than the original does (a tensor made on the CPU that
+    the original made on the default device, and that nothing moves), said in a few words; None where it does not, or
+    where the original cannot be built there (it reads values while it is built)."""
+    try:
+        with torch.device("meta"):
+            original = build_original()
+    except Exception:
+        return None
+    try:
+        with torch.device("meta"):
+            fixed = build_fixed()
+    except Exception as error:
+        from rope_lint.probe.build import describe
+
+        return f"the fixed code fails to build under a default device: {describe(error)}"
+    placed = {name: tensor.device for name, tensor in _held_tensors(original)}
+    elsewhere = sorted(
+        f"{name} ({tensor.device.type})"
+        for name, tensor in _held_tensors(fixed)
+        if name in placed and tensor.device != placed[name]
+    )
+    if elsewhere:
+        return f"built under a default device, it keeps {', '.join(elsewhere)} off it, as the original does not"
+    return None
+
+
+def _held_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    return [*module.named_parameters(), *module.named_buffers()]

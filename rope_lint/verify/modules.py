@@ -7,7 +7,9 @@ the meta device first) is not built. Its forward is called on inputs derived fro
 pixel values of the config's image size, masks of ones (per token, per patch or per pixel), token and position ids,
 hidden states of the config's hidden size, a feature map's shape, and the scalars a function would get. The first
 inputs the original accepts are given to both; in fp32 their outputs must agree to within `compare.TOLERANCE`
-(relative), with the same structure, dtypes and shapes, and their `state_dict`s must have the same keys and shapes.
+(relative), with the same structure, dtypes and shapes, and their `state_dict`s must have the same keys and shapes;
+built under a default device, the fixed class must keep its tensors where the original does
+(`compare.placement_difference`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from rope_lint.probe.build import (
     parameters_after_self,
     small_config,
 )
-from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference, state_dict_difference
+from rope_lint.verify.compare import (
+    TOLERANCE,
+    Incomparable,
+    Mismatch,
+    placement_difference,
+    relative_difference,
+    state_dict_difference,
+)
 from rope_lint.verify.functions import GUESS, TENSOR, NotCallable, shown_arguments, value_for
 
 # The small config's max_position_embeddings, and the inputs' batch and sequence length, within it.
@@ -80,6 +89,11 @@ def check_module(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> t
     state_dicts = state_dict_difference(original_module, fixed_module)
     if state_dicts is not None:
         return FAILED, f"{state_dicts} ({where})"
+    placement = placement_difference(
+        lambda: _construct(original_cls, init_kwargs), lambda: _construct(fixed_cls, init_kwargs)
+    )
+    if placement is not None:
+        return FAILED, f"{placement} ({where})"
     return VERIFIED, f"fp32 max rel diff {difference:.3g}, same state_dict keys and shapes, {where}"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections import namedtuple
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
@@ -424,10 +424,11 @@ def promoted(alias: str, dtype: ast.expr) -> str:
 
 
 def _may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
-    """Whether `dtype` is a parameter of a function around `call` that may be None: it defaults to None, or its
-    annotation admits None (`torch.dtype | None`, `Optional[torch.dtype]`). `torch.arange(..., dtype=None)` infers
-    its dtype from the bounds, int64 for integral ones, so no rewrite keeps it: `promote_types(None, ...)` raises,
-    and the default dtype would make an int64 enumeration floating."""
+    """Whether `dtype` is a parameter of a function around `call` that may be None: it defaults to None, its
+    annotation admits None (`torch.dtype | None`, `Optional[torch.dtype]`), or, not annotated, a call in the file hands
+    it something that may be None (`make_freqs(dim, dtype=dtype)` in a caller whose own `dtype` defaults to None).
+    `torch.arange(..., dtype=None)` infers its dtype from the bounds, int64 for integral ones, so no rewrite keeps it:
+    `promote_types(None, ...)` raises, and the default dtype would make an int64 enumeration floating."""
     if not isinstance(dtype, ast.Name):
         return False
     for function in ctx.enclosing_functions(call):
@@ -443,9 +444,47 @@ def _may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
                 continue
             if isinstance(default, ast.Constant) and default.value is None:
                 return True
-            annotation = ast.unparse(parameter.annotation) if parameter.annotation is not None else ""
+            if parameter.annotation is None:
+                index = positional.index(parameter) if parameter in positional else None
+                return any(not _surely_a_dtype(ctx, value) for value in _values_passed(ctx, function, index, dtype.id))
+            annotation = ast.unparse(parameter.annotation)
             return "None" in annotation or "Optional" in annotation
     return False
+
+
+def _values_passed(ctx: FileContext, function: FunctionNode, index: int | None, name: str) -> Iterator[ast.expr | None]:
+    """What the calls of `function` in the file pass for its parameter `name` (at `index` among the positional ones,
+    None for a keyword-only one): an expression, or None for a call whose arguments cannot be matched (`*args`)."""
+    try:
+        tree, _ = ctx.parsed_around((function.name,))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        yield None
+        return
+    bound = bool(function.args.args) and function.args.args[0].arg in ("self", "cls")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == function.name:
+            position = index
+        elif isinstance(func, ast.Attribute) and func.attr == function.name:
+            position = None if index is None else index - bound
+        else:
+            continue
+        keyword = next((kw for kw in node.keywords if kw.arg == name), None)
+        if keyword is not None:
+            yield keyword.value
+        elif any(isinstance(arg, ast.Starred) for arg in node.args) or any(kw.arg is None for kw in node.keywords):
+            yield None
+        elif position is not None and 0 <= position < len(node.args):
+            yield node.args[position]
+
+
+def _surely_a_dtype(ctx: FileContext, value: ast.expr | None) -> bool:
+    """A dtype spelled out (`torch.float32`), or a tensor's (`x.dtype`): never None."""
+    if value is None:
+        return False
+    return qualified_dtype(ctx, value) is not None or (isinstance(value, ast.Attribute) and value.attr == "dtype")
 
 
 def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix | None:
@@ -548,6 +587,15 @@ def _graph_of(ctx: FileContext, name: str) -> _CallGraph | None:
             used, parent = parent, chain.get(id(parent))
         if isinstance(parent, ast.Call) and parent.func is used:
             return _Site(parent, function, owner, None, None, False)
+        if (
+            function is None
+            and isinstance(parent, ast.Call)
+            and isinstance(ancestors[0], ast.Expr)
+            and ancestors[0].value is parent
+        ):
+            # `register(f)` as a statement of its own at module level: a decorator spelled as a call, which hands `f`
+            # to a registry, as `@register` would, and runs nothing (a decorator is not a use of the function either).
+            return None
         while isinstance(parent, _CONTAINERS) or _is_partial_of(parent, used):
             if function is None and any(parent is value for value in tables.values()):
                 return _Site(None, None, None, next(n for n, value in tables.items() if value is parent), None, False)
