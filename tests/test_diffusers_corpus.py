@@ -161,7 +161,7 @@ def test_enumeration_whose_dtype_may_be_none_gets_no_fix() -> None:
     functions = ["def angle_steps", "def fixed_dtype_timeline", "def frame_grid", "def scaled_timeline", "def timeline"]
     assert sorted(fixes) == functions
     # A float32 default is no proof when a caller hands on a `dtype` of its own that may be None (timm 1.0.31,
-    # pos_embed_sincos.py:966: `RotaryEmbeddingMixed` passes `dtype=None` on, and the rewrite raised in its constructor).
+    # pos_embed_sincos.py:966: `RotaryEmbeddingMixed` hands `dtype=None` on, and the rewrite raised in its constructor).
     assert [name for name, fix in fixes.items() if fix is not None] == ["def fixed_dtype_timeline"]
     original, fixed = _pair("enumeration_optional_dtype")
     for dtype in (None, torch.int64):

@@ -31,13 +31,15 @@ SELECT = "RPL1,RPL2"  # the small trees below
 # argmax agreement fell).
 FIGURES: dict[str, dict[str, object]] = {
     OLD: {
-        "files changed": 42,
-        "findings fixed": 260,
-        "remaining": 6,
-        "copy groups checked": 445,
+        "files changed": 41,
+        "findings fixed": 258,
+        "remaining": 8,
+        "copy groups checked": 443,
         "rotary classes built": 34,
         "over the threshold before": 34,
-        "over the threshold after": set(),
+        # ESM's rotary class caches its tables at run time in the module's dtype, which is the dtype of the queries and
+        # keys it returns: the codemod leaves it (its rewrite handed a bf16 model float32 activations).
+        "over the threshold after": {"transformers.models.esm.modeling_esm.RotaryEmbedding"},
         "copying or breaking before the fix": {},
     },
     NEW: {
