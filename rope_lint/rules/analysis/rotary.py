@@ -412,11 +412,12 @@ def _caches_tables_at_run_time(cls: ast.ClassDef, construction: set[str]) -> boo
     """Whether a method that runs after construction assigns a table (`self._cos_cached = emb.cos()`): a cache of the
     input's device and of the module's dtype, which the class rebuilds when the input moves, and whose dtype is the
     dtype of what it returns. Rewritten, it would be float32 (a bf16 model would get float32 activations) and its
-    device test would compare the input's device with itself."""
+    device test would compare the input's device with itself. Not `_apply`, `module.to()`'s hook, whose tables are
+    rebuilt after the cast (`rebuilt_by_apply`)."""
     return any(
         is_self_attribute(target) and is_table_name(target.attr)
         for method in methods(cls)
-        if method.name not in construction
+        if method.name not in construction and method.name != "_apply"
         for node in ast.walk(method)
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
         for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
