@@ -189,9 +189,10 @@ def _fix_arguments(fix: argparse.ArgumentParser) -> None:
     fix.add_argument(
         "--verify",
         action="store_true",
-        help="import the original and the fixed code side by side (needs torch; runs the code) and write only the "
-        "files whose rotary classes and changed functions compute the same in fp32; in a transformers tree, also a "
-        "tiny model of each changed architecture; exits 1 only when a rewrite fails its proof",
+        help="import the original and the fixed code side by side (needs torch; runs the code) and write no file "
+        "whose rotary classes or changed functions compute otherwise in fp32 (one it cannot build or call is "
+        "reported, and its file written); in a transformers tree, also a tiny model of each changed architecture; "
+        "exits 1 only when a rewrite fails its proof",
     )
     fix.add_argument(
         "--statistics", action="store_true", help="also print the findings fixed per code, files changed, copy groups"
