@@ -75,6 +75,7 @@ from rope_lint.codemods.nodes import findall
 from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.rotary import (
+    LAYOUT_METHODS,
     LOW_PRECISION_CAST_METHODS,
     TABLE_DESCRIPTIONS,
     TABLE_ON_DEVICE,
@@ -897,9 +898,13 @@ def _reads_table(node: cst.BaseExpression) -> bool:
 
 
 def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:
-    """`e.to(dtype)`, `e.half()`, `e.type_as(x)` -> `e`. A move (`.to(device)`) stays."""
+    """`e.to(dtype)`, `e.half()`, `e.type_as(x)` -> `e`; under a call that only lays it out, that call stays:
+    `e.to(dtype).contiguous()` -> `e.contiguous()`. A move (`.to(device)`) stays."""
     if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
         return value
+    if value.func.attr.value in LAYOUT_METHODS and not value.args:
+        inner = _without_final_cast(value.func.value)
+        return value.with_changes(func=value.func.with_changes(value=inner))
     method = value.func.attr.value
     if method in LOW_PRECISION_CAST_METHODS:
         return value.func.value

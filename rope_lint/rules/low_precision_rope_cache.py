@@ -70,6 +70,12 @@ class LowPrecisionRopeCache(Rule):
         ),
         Invalid("self.sin_cached = emb.sin().half()\n", fixed="self.sin_cached = emb.sin()\n", safety=FixSafety.UNSAFE),
         Invalid(
+            # A call that only lays the table out keeps the cast under it (megatron-core's YaRN cache).
+            'self.register_buffer("cos_cached", emb.cos().to(dtype).contiguous(), persistent=False)\n',
+            fixed="self.cos_cached = emb.cos().contiguous()\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        Invalid(
             "self._cos_cached = emb.cos().to(x.dtype)\n",
             fixed="self._cos_cached = emb.cos()\n",
             safety=FixSafety.UNSAFE,

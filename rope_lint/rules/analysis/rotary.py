@@ -19,9 +19,13 @@ import re
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.rules.analysis import computation
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
 from rope_lint.rules.analysis.dtypes import FLOATING_DTYPES, INTEGER_DTYPES
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 # Names are told by the words they hold, with `in`: compiling a pattern costs more than checking a small file.
 # A rotary class's name holds one of these.
@@ -635,8 +639,11 @@ def _table_stores_under(ctx: FileContext, scope: ast.AST) -> Iterator[TableStore
 def is_low_precision_cast(ctx: FileContext, node: ast.expr) -> bool:
     """`t.to(dtype)`, `t.to(x.dtype)`, `t.half()`, `t.type_as(x)`: a cast to a dtype that is not float32.
 
-    A literal float32 target is not; a runtime dtype is, as it is bf16 or fp16 in mixed precision.
+    A literal float32 target is not; a runtime dtype is, as it is bf16 or fp16 in mixed precision. A call that only
+    lays the result out follows it as often (`t.to(dtype).contiguous()`): the cast under it counts.
     """
+    while _lays_out_only(node):
+        node = node.func.value
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return False
     method = node.func.attr
@@ -646,6 +653,21 @@ def is_low_precision_cast(ctx: FileContext, node: ast.expr) -> bool:
         dtype = _keyword(node, "dtype") or next((arg for arg in node.args if _looks_like_dtype(ctx, arg)), None)
         return dtype is not None and ctx.qualified_name(dtype) not in ("torch.float", "torch.float32")
     return False
+
+
+# Methods that copy or lay out a tensor and keep its values and dtype.
+LAYOUT_METHODS = frozenset({"contiguous", "clone", "detach"})
+
+
+def _lays_out_only(node: ast.expr) -> TypeGuard[ast.Call]:
+    """`t.contiguous()`, `t.clone()`, `t.detach()`: `t`'s values and dtype, laid out anew."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in LAYOUT_METHODS
+        and not node.args
+        and not node.keywords
+    )
 
 
 def _looks_like_dtype(ctx: FileContext, node: ast.expr) -> bool:
