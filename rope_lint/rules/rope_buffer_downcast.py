@@ -32,7 +32,7 @@ class RopeBufferDowncast(Rule):
 
     Stays silent where the class guards its table: no code reads the stored values (it reads only their
     `.dtype`/`.device`, or `forward` stores the table anew, in float32, before every use), or an `_apply` override
-    stores it anew after the parent's `_apply` has cast it.
+    stores it anew after the parent's `_apply` has cast it (always, or whenever the cast changed its dtype).
 
     ## Why is this bad?
     `model.to(torch.bfloat16)`, `.half()` and `from_pretrained(torch_dtype=...)` cast every floating buffer.
@@ -223,6 +223,21 @@ class RopeBufferDowncast(Rule):
             "        super()._apply(fn, recurse)\n"
             "        self.inv_freq = self._inv_freq().to(self.inv_freq.device)\n"
             "        return self\n"
+        ),
+        Valid(
+            # ... or when the cast changed its dtype, which is when it needs it (timm's MRoPE).
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        self.dim = dim\n"
+            '        self.register_buffer("inv_freq", self._inv_freq(), persistent=False)\n'
+            "    def _inv_freq(self, device=None):\n"
+            "        return 1.0 / (10000 ** (torch.arange(0, self.dim, 2, device=device).float() / self.dim))\n"
+            "    def _apply(self, fn, *args, **kwargs):\n"
+            "        module = super()._apply(fn, *args, **kwargs)\n"
+            "        if self.inv_freq.dtype != torch.float32:\n"
+            '            self.register_buffer("inv_freq", self._inv_freq(self.inv_freq.device), persistent=False)\n'
+            "        return module\n"
         ),
         Valid(
             # Decays of a linear attention: a power of an enumeration, but no cos/sin is taken of it.

@@ -876,11 +876,29 @@ def rebuilt_by_apply(cls: ast.ClassDef, name: str) -> bool:
         for call in ast.walk(statement)
         if isinstance(call, ast.Call) and is_self_attribute(call.func) and call.func.attr in by_name
     ]
-    stores = any(_stores_attribute(statement, name) for statement in after) or any(
+    stores = any(_stores_attribute(statement, name) for statement in _after_any_cast(after, name)) or any(
         _stores_attribute(statement, name) for helper in helpers for statement in helper.body
     )
     computing = [*after, *(statement for helper in helpers for statement in helper.body)]
     return stores and _reads_nothing_rounded(computing, rounded, applied)
+
+
+def _after_any_cast(statements: list[ast.stmt], name: str) -> Iterator[ast.stmt]:
+    """The statements that run after any cast of `self.<name>`: each of `statements`, and the body of an `if` among
+    them that runs exactly when the cast changed its dtype (`if self.<name>.dtype != torch.float32:`, timm's MRoPE)."""
+    for statement in statements:
+        yield statement
+        if isinstance(statement, ast.If) and _tests_dtype_changed(statement.test, name):
+            yield from statement.body
+
+
+def _tests_dtype_changed(test: ast.expr, name: str) -> bool:
+    """`self.<name>.dtype != torch.float32` (or `is not`, or `torch.float`)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq | ast.IsNot)):
+        return False
+    read, float32 = test.left, ast.unparse(test.comparators[0])
+    own_dtype = isinstance(read, ast.Attribute) and read.attr == "dtype" and is_self_attribute(read.value)
+    return own_dtype and read.value.attr == name and float32 in ("torch.float32", "torch.float")
 
 
 def _stores_under_class(cls: ast.ClassDef) -> Iterator[TableStore]:
