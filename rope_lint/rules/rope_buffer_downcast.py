@@ -235,9 +235,29 @@ class RopeBufferDowncast(Rule):
             "        return 1.0 / (10000 ** (torch.arange(0, self.dim, 2, device=device).float() / self.dim))\n"
             "    def _apply(self, fn, *args, **kwargs):\n"
             "        module = super()._apply(fn, *args, **kwargs)\n"
-            "        if self.inv_freq.dtype != torch.float32:\n"
+            "        if kept_dtype(self.inv_freq.dtype) != self.inv_freq.dtype:\n"
             '            self.register_buffer("inv_freq", self._inv_freq(self.inv_freq.device), persistent=False)\n'
             "        return module\n"
+            "    def forward(self, t):\n"
+            "        return torch.outer(t, self.inv_freq).cos()\n"
+        ),
+        Invalid(
+            # A store only when the dtype is float32 already does not undo the cast.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, dim):\n"
+            "        self.dim = dim\n"
+            '        self.register_buffer("inv_freq", self._inv_freq(), persistent=False)\n'
+            "    def _inv_freq(self):\n"
+            "        return 1.0 / (10000 ** (torch.arange(0, self.dim, 2).float() / self.dim))\n"
+            "    def _apply(self, fn, *args, **kwargs):\n"
+            "        module = super()._apply(fn, *args, **kwargs)\n"
+            "        if self.inv_freq.dtype == torch.float32:\n"
+            '            self.register_buffer("inv_freq", self._inv_freq(), persistent=False)\n'
+            "        return module\n"
+            "    def forward(self, t):\n"
+            "        return torch.outer(t, self.inv_freq).cos()\n",
+            count=2,
         ),
         Valid(
             # Decays of a linear attention: a power of an enumeration, but no cos/sin is taken of it.

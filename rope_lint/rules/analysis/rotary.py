@@ -885,7 +885,8 @@ def rebuilt_by_apply(cls: ast.ClassDef, name: str) -> bool:
 
 def _after_any_cast(statements: list[ast.stmt], name: str) -> Iterator[ast.stmt]:
     """The statements that run after any cast of `self.<name>`: each of `statements`, and the body of an `if` among
-    them that runs exactly when the cast changed its dtype (`if self.<name>.dtype != torch.float32:`, timm's MRoPE)."""
+    them that runs whenever the cast changed its dtype (`if self.<name>.dtype != torch.float32:`; timm's MRoPE:
+    `if wanted(self.inv_freq.dtype) != self.inv_freq.dtype:`)."""
     for statement in statements:
         yield statement
         if isinstance(statement, ast.If) and _tests_dtype_changed(statement.test, name):
@@ -893,12 +894,16 @@ def _after_any_cast(statements: list[ast.stmt], name: str) -> Iterator[ast.stmt]
 
 
 def _tests_dtype_changed(test: ast.expr, name: str) -> bool:
-    """`self.<name>.dtype != torch.float32` (or `is not`, or `torch.float`)."""
+    """A single `!=` or `is not` with `self.<name>.dtype` on a side: true when the dtype is not what it should be."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq | ast.IsNot)):
         return False
-    read, float32 = test.left, ast.unparse(test.comparators[0])
-    own_dtype = isinstance(read, ast.Attribute) and read.attr == "dtype" and is_self_attribute(read.value)
-    return own_dtype and read.value.attr == name and float32 in ("torch.float32", "torch.float")
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "dtype"
+        and is_self_attribute(node.value)
+        and node.value.attr == name
+        for node in ast.walk(test)
+    )
 
 
 def _stores_under_class(cls: ast.ClassDef) -> Iterator[TableStore]:
