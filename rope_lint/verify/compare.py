@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from rope_lint.probe.build import describe
+
 # The largest relative difference allowed between the original's and the fixed code's fp32 results.
 TOLERANCE = 1e-6
 
@@ -122,8 +124,6 @@ def placement_difference(build_original: Callable[[], nn.Module], build_fixed: C
         with torch.device("meta"):
             fixed = build_fixed()
     except Exception as error:
-        from rope_lint.probe.build import describe
-
         return f"the fixed code fails to build under a default device: {describe(error)}"
     placed = {name: tensor.device for name, tensor in _held_tensors(original)}
     elsewhere = sorted(

@@ -379,20 +379,10 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
 
 
 def _reads_kept_buffer(cls: ast.ClassDef, construction: set[str]) -> bool:
-    """Whether construction reads the values of a buffer that the codemod keeps registered (a name that is not a
-    table's: `freqs`, `angles`): the codemod puts such a buffer on the default device, where the original made it, and
+    """Whether construction reads the values of a buffer or parameter that the codemod keeps registered (a name that
+    is not a table's: `freqs`, `angles`): the codemod puts it on the default device, where the original made it, and
     the tables computed from it on the CPU would mix devices in a model built under `with torch.device("meta")`."""
-    kept = {
-        call.args[0].value
-        for call in ast.walk(cls)
-        if isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "register_buffer"
-        and call.args
-        and isinstance(call.args[0], ast.Constant)
-        and isinstance(call.args[0].value, str)
-        and not is_table_name(call.args[0].value)
-    }
+    kept = {store.name for store in _stores_under_class(cls) if not is_table_name(store.name)}
     for method in methods(cls):
         if method.name not in construction:
             continue
@@ -746,7 +736,7 @@ def _literal_store(store: TableStore) -> bool:
 
 
 # What reads a tensor's metadata and not its values.
-_METADATA = frozenset({"dtype", "device", "shape", "ndim", "size", "dim", "numel", "is_floating_point"})
+_METADATA = TABLE_DESCRIPTIONS | {"device", "is_floating_point"}
 
 
 def values_unread(ctx: FileContext, name: str, store: ast.AST) -> bool:
