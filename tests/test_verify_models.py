@@ -22,12 +22,15 @@ from torch import nn
 from rope_lint.verify.models import (
     FAILED,
     FALLBACKS,
+    MAX_PARAMETERS,
     REPRODUCIBLE_KERNELS,
     UNBUILDABLE,
     VERIFIED,
     Architecture,
+    NotBuilt,
     _an_attention_layer,
     _built,
+    _clip_bounds_that_never_clip,
     _default_rope_base,
     _derived_head_sizes,
     _fewer_experts_of_other_kinds,
@@ -38,6 +41,7 @@ from rope_lint.verify.models import (
     _other_layer_counts,
     _other_vocabularies,
     _per_layer_lists,
+    _rope_base_in_sub_configs,
     _table_influence,
     _tiny_model_of,
     _tiny_sub_configs,
@@ -443,6 +447,97 @@ def test_the_sub_configs_of_a_composite_config_are_made_tiny(monkeypatch: pytest
     assert _tiny_sub_configs(fake_config(hidden_size=3072), {"hidden_size": 128}) is None
 
 
+class SubConfigBase:
+    """Stands in for transformers' `PretrainedConfig`: it keeps any keyword as an attribute, as that class does."""
+
+    def __init__(self, **given: Any) -> None:
+        vars(self).update(given)
+
+
+@pytest.fixture
+def sub_configs_are_configs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`transformers.PretrainedConfig` is `SubConfigBase`, so that the fallbacks tell the toy sub-configs."""
+    transformers = types.ModuleType("transformers")
+    transformers.PretrainedConfig = SubConfigBase  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "transformers", transformers)
+
+
+class AttentionSubConfig(SubConfigBase):
+    """An attention sub-config, as a composite config holds it: no rope base, and a clip bound left unset."""
+
+    def __init__(self, kv_n_heads: int = 1, clip_qkv: float | None = None, **given: Any) -> None:
+        super().__init__(kv_n_heads=kv_n_heads, clip_qkv=clip_qkv, **given)
+
+
+@pytest.mark.usefixtures("sub_configs_are_configs")
+def test_a_sub_config_without_a_rope_base_gets_the_composite_configs() -> None:
+    """The attention reads the base from its sub-config, as a real checkpoint's sub-config gives it."""
+    composite = fake_config(attn_config=AttentionSubConfig(), rope_parameters={"rope_theta": 500000.0})
+    assert _rope_base_in_sub_configs(composite, {"attn_config": {"kv_n_heads": 2}}) == {
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 500000.0}
+    }
+    given = fake_config(attn_config=AttentionSubConfig(rope_theta=10000.0), rope_parameters={"rope_theta": 500000.0})
+    assert _rope_base_in_sub_configs(given, {}) is None
+    assert _rope_base_in_sub_configs(fake_config(attn_config=AttentionSubConfig()), {}) is None  # no base to give
+
+
+@pytest.mark.usefixtures("sub_configs_are_configs")
+def test_clip_bounds_left_unset_are_set_where_nothing_reaches_them() -> None:
+    composite = fake_config(attn_config=AttentionSubConfig(), clip_value=None, clip_qkv_given=8.0)
+    adjusted = _clip_bounds_that_never_clip(composite, {"attn_config": {"kv_n_heads": 2}})
+    assert adjusted == {"clip_value": 1e4, "attn_config": {"kv_n_heads": 2, "clip_qkv": 1e4}}
+    assert _clip_bounds_that_never_clip(composite, adjusted) is None
+    # The bound changes nothing that the tiny model computes: its activations stay far below it.
+    qkv = torch.randn(1000) * 100
+    assert torch.equal(qkv.clamp(min=-adjusted["clip_value"], max=adjusted["clip_value"]), qkv)
+
+
+class DepthDecoderConfig:
+    """A depth decoder over audio codebooks: position i reads codebook i's embeddings, one table per codebook."""
+
+    def __init__(self, num_codebooks: int = 32, hidden_size: int = 1024, vocab_size: int = 2051) -> None:
+        self.num_codebooks, self.hidden_size, self.vocab_size = num_codebooks, hidden_size, vocab_size
+
+
+class DepthDecoderForCausalLM(nn.Module):
+    config_class = DepthDecoderConfig
+
+    def __init__(self, config: DepthDecoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.num_codebooks * config.vocab_size, config.hidden_size)
+        self.head = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, input_ids: torch.Tensor, use_cache: bool = False) -> types.SimpleNamespace:
+        codebooks = torch.arange(input_ids.shape[1])
+        return types.SimpleNamespace(logits=self.head(self.embed(input_ids + codebooks * self.config.vocab_size)))
+
+
+def test_a_count_that_bounds_the_positions_is_raised_to_the_measured_length() -> None:
+    """At its tiny sizes the model runs 32 positions, as many as it has codebooks: its codebooks are raised to 1,024,
+    and its vocabulary halved until it fits the parameter budget."""
+    model, used = _tiny_model_of(DepthDecoderForCausalLM, DepthDecoderConfig, [], ())
+    assert used == ["counts that bound the positions raised to the measured length"]
+    assert model.config.num_codebooks == 1024 and model.config.vocab_size == 62  # 1000 halved four times
+    assert sum(parameter.numel() for parameter in model.parameters()) <= MAX_PARAMETERS
+    assert model(torch.zeros(1, 1024, dtype=torch.long)).logits.shape == (1, 1024, 62)
+
+
+class FixedWindowForCausalLM(DepthDecoderForCausalLM):
+    """Runs 40 positions whatever its config says: no count of the config bounds them."""
+
+    def __init__(self, config: DepthDecoderConfig) -> None:
+        super().__init__(config)
+        self.embed = nn.Embedding(40 * config.vocab_size, config.hidden_size)
+
+
+def test_a_model_that_runs_fewer_positions_than_measured_and_has_no_such_count_is_not_built() -> None:
+    errors: list[str] = []
+    with pytest.raises(NotBuilt):
+        _tiny_model_of(FixedWindowForCausalLM, DepthDecoderConfig, errors, ())
+    assert "runs 40 positions, not 1024" in errors
+
+
 TOY = Architecture("ToyForCausalLM", "transformers.models.toy.modeling_toy", ("ToyRotaryEmbedding",))
 
 
@@ -744,17 +839,9 @@ NEW_ARCHITECTURES = {
     "Zamba2ForCausalLM",
     "ZayaForCausalLM",
 }
-# No tiny model of these is built and measured, with the reason given (a model that cannot run the measured length,
-# code of the release that fails at any size).
-NEW_UNBUILDABLE = {
-    # A depth decoder over audio codebooks: position i reads codebook i - 1's embeddings, so it runs no more positions
-    # than it has codebooks (32; 1,024 of them would be over 100 million parameters). Its tiny model runs 16 tokens,
-    # not the 1,024 that are measured.
-    "CsmDepthDecoderForCausalLM": "IndexError: index out of range in self",
-    # The release's own code at any size with the defaults: its attention reads `attn_config.rope_theta`, which the
-    # attention config does not have (and then clamps with `clip_qkv=None` for both bounds).
-    "DbrxForCausalLM": "'DbrxAttentionConfig' object has no attribute 'rope_theta'",
-}
+# Every architecture gets a tiny model: DBRX's with the rope base and the clip bound that its real checkpoints'
+# attention sub-config gives, Csm's depth decoder with as many codebooks as measured positions.
+NEW_UNBUILDABLE: dict[str, str] = {}
 
 
 # Since the tiny models' layers are arranged to read the rotary tables (LaraMini and OlmoHybrid lost one position of
@@ -780,9 +867,21 @@ NEW_UNREAD = {
 }
 
 
+# The agreements of the two architectures built with the fallbacks for what real checkpoints give (DBRX) and for a
+# count that bounds the positions (Csm's depth decoder), as docs/measurements.md states them: .to(bf16) original and
+# fixed, then bf16 load original and fixed. The workers' kernels are pinned, so that they do not move.
+NEW_STATED_AGREEMENTS = {
+    "CsmDepthDecoderForCausalLM": ("69.99%", "96.77%", "96.77%", "96.77%"),
+    "DbrxForCausalLM": ("72.95%", "87.40%", "87.40%", "87.40%"),
+}
+
+
 @pytest.mark.slow
 def test_newest_release_every_causal_lm_with_a_changed_rotary_class_is_verified(new_acceptance: AcceptanceRun) -> None:
     assert_model_level(new_acceptance, NEW_ARCHITECTURES, NEW_UNBUILDABLE, NEW_FAILING, NEW_UNREAD)
+    results = model_results(new_acceptance)
+    for name, agreements in NEW_STATED_AGREEMENTS.items():
+        assert AGREEMENTS.search(results[name][2]).groups() == agreements, results[name]
 
 
 @pytest.mark.slow

@@ -19,11 +19,13 @@ built or run, the fallbacks are tried in turn: the config classes of the config'
 composite model), as many key-value heads as heads, full-attention layer types where the default leaves them unset,
 the default rope parameters under each layer type's name, then relations that some shapes of config need (`FALLBACKS`:
 no more experts per token than the default, derived head sizes left to the config, per-layer lists of the tiny
-length, layer subsets below the layer count, an attention layer among state-space layers, the default rope base) and
+length, layer subsets below the layer count, an attention layer among state-space layers, the default rope base),
 sizes by other names (other hidden sizes, vocabularies, layer counts and expert counts, and the sub-configs of a
-composite config). A model still over `MAX_PARAMETERS` is not built. A tiny model proves something about the tables
-only where its logits read them: a hybrid config's layers are arranged so that they do (`_arranged_to_read_the_tables`),
-and a tiny model that still reads none is verified with a note that says so.
+composite config), then what a real checkpoint gives that the defaults leave unset (the rope base in sub-configs, clip
+bounds). A model still over `MAX_PARAMETERS` is not built. A model that runs fewer positions than the measured 1,024
+has the count that bounds them raised (`_counts_raised_to_the_measured_length`: a depth decoder's codebooks). A tiny
+model proves something about the tables only where its logits read them: a hybrid config's layers are arranged so that
+they do (`_arranged_to_read_the_tables`), and a tiny model that still reads none is verified with a note that says so.
 
 The original and the fixed code are two different `transformers` packages, so each runs in a subprocess of its own
 (`sys.executable -m rope_lint.verify.models`); they exchange the saved models and the fp32 logits through a temporary
@@ -67,6 +69,8 @@ from rope_lint.rules.analysis.rotary import ClassFacts, rotary_class_names
 
 VERIFIED, FAILED, UNBUILDABLE = "verified", "failed", "unbuildable"
 SEQUENCE_LENGTH = 1024
+# The length of the sequence a tiny model is tried on, and its rotary tables' influence measured on.
+SHORT_LENGTH = 16
 ORIGINAL_POLL_S = 0.05
 # Each worker gets this long for all its architectures; one that dies or runs out of time is restarted after the
 # architecture it was on.
@@ -605,19 +609,71 @@ def _other_layer_counts(config_class: type, sizes: dict[str, Any]) -> dict[str, 
 SUB_CONFIG_SIZES = (_other_hidden_sizes, _other_vocabularies, _other_layer_counts)
 
 
+def _sub_configs(config_class: type) -> dict[str, Any]:
+    """A composite config's default sub-configs, by the attribute that holds each."""
+    from transformers import PretrainedConfig
+
+    return {name: value for name, value in _defaults(config_class).items() if isinstance(value, PretrainedConfig)}
+
+
 def _tiny_sub_configs(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
     """A composite config's sub-configs (a vision or audio encoder, a byte-level patcher) at tiny sizes by the same
     names: a causal LM that builds them too is otherwise as large as they are."""
-    from transformers import PretrainedConfig
-
     adjusted = {}
-    for name, value in _defaults(config_class).items():
-        if name not in sizes and isinstance(value, PretrainedConfig):
+    for name, value in _sub_configs(config_class).items():
+        if name not in sizes:
             sub_sizes = tiny_sizes(vars(value))
             for shrink in SUB_CONFIG_SIZES:
                 sub_sizes = shrink(type(value), sub_sizes) or sub_sizes
             adjusted[name] = sub_sizes
     return {**sizes, **adjusted} if adjusted else None
+
+
+def _with_sub_config_keywords(sizes: dict[str, Any], keywords: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The sizes with these keywords added to the named sub-configs' own (a dict each, as `_tiny_sub_configs` gives)."""
+    merged = {name: {**(sizes.get(name) or {}), **added} for name, added in keywords.items()}
+    return {**sizes, **merged}
+
+
+def _rope_base_in_sub_configs(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """The composite config's rope base given to each sub-config that has none (`rope_theta`), as a real checkpoint's
+    attention sub-config gives it: a model whose attention reads the base from its sub-config has none otherwise."""
+    config = config_class(**sizes)
+    parameters = getattr(config, "rope_parameters", None)
+    base = parameters.get("rope_theta") if isinstance(parameters, dict) else None
+    base = base if isinstance(base, (int, float)) else getattr(config, "default_theta", None)
+    if not isinstance(base, (int, float)):
+        return None
+    lacking = {
+        name: {"rope_theta": float(base)}
+        for name, value in _sub_configs(config_class).items()
+        if getattr(value, "rope_theta", None) is None
+    }
+    return _with_sub_config_keywords(sizes, lacking) if lacking else None
+
+
+# A clip bound so large that nothing the tiny model computes reaches it: clipping to it changes nothing.
+NEVER_REACHED_BOUND = 1e4
+
+
+def _clip_bounds_that_never_clip(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """Clip bounds left unset (`clip_qkv=None`, in the config or a sub-config) set to `NEVER_REACHED_BOUND`, as a real
+    checkpoint sets them: code that clamps to the bound unconditionally refuses None for both of a clamp's ends, and a
+    bound never reached keeps what no bound means."""
+
+    def unset_bounds(attributes: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, float]:
+        return {
+            name: NEVER_REACHED_BOUND
+            for name, value in attributes.items()
+            if "clip" in name and value is None and name not in given
+        }
+
+    adjusted = {**sizes, **unset_bounds(_defaults(config_class), sizes)}
+    for name, value in _sub_configs(config_class).items():
+        bounds = unset_bounds(vars(value), sizes.get(name) or {})
+        if bounds:
+            adjusted = _with_sub_config_keywords(adjusted, {name: bounds})
+    return adjusted if adjusted != sizes else None
 
 
 # Tried in turn, each on top of the ones before, when the tiny model cannot be built or run. A new one goes at the
@@ -637,7 +693,60 @@ FALLBACKS = (
     ("other vocabularies", _other_vocabularies),
     ("other layer counts", _other_layer_counts),
     ("tiny sub-configs", _tiny_sub_configs),
+    ("the rope base in sub-configs", _rope_base_in_sub_configs),
+    ("clip bounds that never clip", _clip_bounds_that_never_clip),
 )
+
+
+def _longest_run(model: Any) -> int:
+    """The longest sequence, from `SHORT_LENGTH` to `SEQUENCE_LENGTH` tokens, that the model runs: the measured length
+    itself, tried first, or the longest shorter one by bisection."""
+    import torch
+
+    def runs(length: int) -> bool:
+        try:
+            _logits(model, torch.zeros(1, length, dtype=torch.long))
+        except Exception:
+            return False
+        return True
+
+    if runs(SEQUENCE_LENGTH):
+        return SEQUENCE_LENGTH
+    shortest, longest = SHORT_LENGTH, SEQUENCE_LENGTH - 1
+    while shortest < longest:
+        length = (shortest + longest + 1) // 2
+        shortest, longest = (length, longest) if runs(length) else (shortest, length - 1)
+    return shortest
+
+
+def _counts_raised_to_the_measured_length(
+    cls: type, config_class: type, sizes: dict[str, Any], model: Any
+) -> dict[str, Any]:
+    """The sizes of a tiny model that runs the measured length: these, where it runs `SEQUENCE_LENGTH` tokens already.
+    Otherwise a count that bounds how many positions it runs is raised to that length: a default size, not set yet,
+    equal to the longest sequence it runs (a depth decoder whose position i reads codebook i - 1 runs as many positions
+    as it has codebooks). Where that puts the model over `MAX_PARAMETERS` (a table per codebook of the vocabulary's
+    size), its vocabularies are halved until it fits, special tokens kept inside them. Raises `NotBuilt` where no count
+    bounds the positions."""
+    longest = _longest_run(model)
+    if longest >= SEQUENCE_LENGTH:
+        return sizes
+    bounds = [
+        name
+        for name, default in _defaults(config_class).items()
+        if name not in sizes and _is_size(default) and default == longest
+    ]
+    if not bounds:
+        raise NotBuilt(f"runs {longest} positions, not {SEQUENCE_LENGTH}")
+    raised = {**sizes, **dict.fromkeys(bounds, SEQUENCE_LENGTH)}
+    vocabularies = [name for name in raised if "vocab_size" in name and _is_size(raised[name])]
+    while vocabularies and min(raised[name] for name in vocabularies) > SHORT_LENGTH:
+        if (_parameter_count(cls, config_class(**raised)) or 0) <= MAX_PARAMETERS:
+            break
+        raised.update({name: raised[name] // 2 for name in vocabularies})
+        smallest = min(raised[name] for name in vocabularies)
+        raised.update({name: smallest - 1 for name in raised if name.endswith("token_id") and raised[name] >= smallest})
+    return raised
 
 
 def _parameter_count(cls: type, config: Any) -> int | None:
@@ -654,11 +763,9 @@ def _parameter_count(cls: type, config: Any) -> int | None:
 def _config_classes(cls: type) -> list[type]:
     """The model's config class, then the config classes of its sub-configs: a decoder-only class of a composite model
     (a text decoder of a speech model, say) is built from one of them."""
-    from transformers import PretrainedConfig
-
     found = [cls.config_class]
-    for value in _defaults(cls.config_class).values():
-        if isinstance(value, PretrainedConfig) and type(value) not in found:
+    for value in _sub_configs(cls.config_class).values():
+        if type(value) not in found:
             found.append(type(value))
     return found
 
@@ -693,6 +800,11 @@ def _tiny_model_of(
             used.append(description)
         try:
             model = _built(cls, config_class, sizes)
+            raised = _counts_raised_to_the_measured_length(cls, config_class, sizes, model)
+            if raised != sizes:
+                model = _built(cls, config_class, raised, SEQUENCE_LENGTH)
+                sizes = raised
+                used.append("counts that bound the positions raised to the measured length")
         except Exception as error:
             errors.append(_describe(error))
             continue
@@ -701,8 +813,8 @@ def _tiny_model_of(
     raise NotBuilt(errors[-1])
 
 
-def _built(cls: type, config_class: type, sizes: dict[str, Any]) -> Any:
-    """The model of these config keywords, random with a fixed seed, once it has run a short sequence."""
+def _built(cls: type, config_class: type, sizes: dict[str, Any], length: int = SHORT_LENGTH) -> Any:
+    """The model of these config keywords, random with a fixed seed, once it has run a sequence of `length` tokens."""
     import torch
 
     config = config_class(**sizes)
@@ -711,7 +823,7 @@ def _built(cls: type, config_class: type, sizes: dict[str, Any]) -> Any:
         raise NotBuilt(f"{count:,} parameters at the tiny sizes")
     torch.manual_seed(0)
     model = cls(config).eval()
-    _logits(model, torch.zeros(1, SHORT_LENGTH, dtype=torch.long))
+    _logits(model, torch.zeros(1, length, dtype=torch.long))
     return model
 
 
@@ -754,10 +866,6 @@ def _arranged_to_read_the_tables(
         return model, None
     types, (best, _) = max(read, key=lambda entry: entry[1][1])
     return best, f"layer types {', '.join(types)}"
-
-
-# The length of the sequence a tiny model is tried on, and its rotary tables' influence measured on.
-SHORT_LENGTH = 16
 
 
 def _table_influence(model: Any, rotary_classes: Sequence[str]) -> float | None:
