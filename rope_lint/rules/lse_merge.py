@@ -9,7 +9,7 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import logdomain
-from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.analysis.context import FileContext, walk
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -303,7 +303,7 @@ def _names(target: ast.expr) -> set[str] | None:
     """The names in a merged tensor's expression (`lse`, `self.lse`, `lse[i]`); None where evaluating it could do
     anything, or give another tensor the second time (a call)."""
     names = set()
-    for node in ast.walk(target):
+    for node in walk(target):
         if isinstance(node, ast.Call | ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.Lambda):
             return None
         if isinstance(node, ast.Name):
@@ -315,13 +315,13 @@ def _uses(node: ast.AST, target: ast.expr, names: set[str]) -> bool:
     """Whether `node` mentions any of `names` other than in the dtype, device or shape of `target`."""
     metadata = {
         id(name)
-        for attribute in ast.walk(node)
+        for attribute in walk(node)
         if isinstance(attribute, ast.Attribute)
         and attribute.attr in _METADATA
         and logdomain.same(attribute.value, target)
-        for name in ast.walk(attribute.value)
+        for name in walk(attribute.value)
     }
-    return any(isinstance(name, ast.Name) and name.id in names and id(name) not in metadata for name in ast.walk(node))
+    return any(isinstance(name, ast.Name) and name.id in names and id(name) not in metadata for name in walk(node))
 
 
 def _reads(node: ast.AST, target: ast.expr) -> bool:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, candidates
 from rope_lint.rules.analysis import autocast, rotary
-from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.analysis.context import FileContext, walk
 from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
 
 
@@ -111,7 +111,7 @@ class RopeAutocast(Rule):
                 continue
             if autocast_off:
                 continue
-            for node in ast.walk(statement):
+            for node in walk(statement):
                 product = _product(ctx, node)
                 if product is None:
                     continue

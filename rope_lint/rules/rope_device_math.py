@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import dtypes, logdomain, rotary
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
 from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
 
 # A rotary class whose constructor builds its tables through a method that a subclass may override (an example's).
@@ -91,7 +91,7 @@ class RopeDeviceMath(Rule):
             for method in rotary.methods(cls):
                 if method.name not in construction:
                     continue
-                for node in ast.walk(method):
+                for node in walk(method):
                     if not isinstance(node, ast.Call) or not _flagged(ctx, node, flow, method):
                         continue
                     if ctx.qualified_name(node.func) == "torch.arange" and not _on_cpu(ctx, node):
@@ -288,8 +288,7 @@ def _moves_enumeration(ctx: FileContext, call: ast.Call) -> bool:
         return False
     moves = any("device" in (ast.unparse(target) if not isinstance(target, ast.Constant) else "") for target in targets)
     return moves and any(
-        isinstance(node, ast.Call) and ctx.qualified_name(node.func) == "torch.arange"
-        for node in ast.walk(call.func.value)
+        isinstance(node, ast.Call) and ctx.qualified_name(node.func) == "torch.arange" for node in walk(call.func.value)
     )
 
 
@@ -354,9 +353,7 @@ class _Flow:
                     return True
                 if method.name in self.construction:
                     continue
-                mentioned = mentioned or any(
-                    is_self_attribute(node) and node.attr == name for node in ast.walk(statement)
-                )
+                mentioned = mentioned or any(is_self_attribute(node) and node.attr == name for node in walk(statement))
                 if _assigns(statement, name):
                     break  # recomputed before any read
         return not mentioned
@@ -364,7 +361,7 @@ class _Flow:
     def _value_reads(self, scope: ast.AST, method: FunctionNode, name: str) -> list[ast.Attribute]:
         return [
             node
-            for node in ast.walk(scope)
+            for node in walk(scope)
             if is_self_attribute(node)
             and node.attr == name
             and isinstance(node.ctx, ast.Load)
@@ -419,7 +416,7 @@ class _Flow:
                 if isinstance(target, ast.Name):
                     reads = [
                         read
-                        for read in ast.walk(method)
+                        for read in walk(method)
                         if isinstance(read, ast.Name) and read.id == target.id and isinstance(read.ctx, ast.Load)
                     ]
                     if not reads:
@@ -455,7 +452,7 @@ class _Flow:
             if parameter is None:
                 yield _FLOAT, ""
                 return
-            for read in ast.walk(callee):
+            for read in walk(callee):
                 if isinstance(read, ast.Name) and read.id == parameter and isinstance(read.ctx, ast.Load):
                     yield from self._sinks(read, callee, seen, through_float=through_float)
         else:
@@ -511,4 +508,4 @@ def _parents(ctx: FileContext, method: FunctionNode) -> dict[ast.AST, ast.AST]:
 
 
 def _parent_map(ctx: FileContext, method: FunctionNode) -> dict[ast.AST, ast.AST]:
-    return {child: node for node in ast.walk(method) for child in ast.iter_child_nodes(node)}
+    return {child: node for node in walk(method) for child in ast.iter_child_nodes(node)}

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 from enum import Enum
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute, walk
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 
 if TYPE_CHECKING:
@@ -152,9 +152,9 @@ def _wraps_in_autocast_off(decorator: FunctionNode) -> bool:
         and any(
             isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == wrapped
             for statement in node.body
-            for call in ast.walk(statement)
+            for call in walk(statement)
         )
-        for node in ast.walk(decorator)
+        for node in walk(decorator)
     )
 
 
@@ -239,7 +239,7 @@ class ProductInputs:
 
 
 def _bindings(function: FunctionNode) -> Iterable[tuple[ast.expr, ast.expr]]:
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Assign):
             yield from ((target, node.value) for target in node.targets)
         elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value is not None:

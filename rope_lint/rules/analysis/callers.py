@@ -27,7 +27,7 @@ from rope_lint.diagnostics import Diagnostic
 from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, discover, read_regular, status_signature
 from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import enumerations
-from rope_lint.rules.analysis.context import FileContext, FunctionNode
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, walk
 
 if TYPE_CHECKING:
     from typing import Any
@@ -318,7 +318,7 @@ def _uses(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) -> 
     """The names and attributes by which the module reads the helper, other than as a type (`names_a_type`)."""
     bound, imported = binding
     statements = ctx.statements_with(tuple(n for n in (name, bound) if n))
-    for node in (node for statement in statements for node in ast.walk(statement)):
+    for node in (node for statement in statements for node in walk(statement)):
         named = isinstance(node, ast.Name) and node.id == bound and isinstance(node.ctx, ast.Load)
         attribute = (
             isinstance(node, ast.Attribute)

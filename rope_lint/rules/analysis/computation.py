@@ -33,7 +33,7 @@ import ast
 from collections import namedtuple
 from collections.abc import Callable, Iterable
 
-from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute, walk
 
 ENUMERATION = "enumeration"
 ARGUMENT = "argument"
@@ -133,7 +133,7 @@ def _outer_frequencies(product: ast.BinOp) -> Facts:
     which needs positions, but names the vector as frequencies."""
     for held, other in ((product.left, product.right), (product.right, product.left)):
         name = _held_name(held)
-        if name and _new_axis(held) and any(_new_axis(node) for node in ast.walk(other)):
+        if name and _new_axis(held) and any(_new_axis(node) for node in walk(other)):
             return Facts({_FREQUENCY_NAME + name})
     return Facts()
 
@@ -421,7 +421,7 @@ class _Flow:
 
 def _complex(call: ast.Call) -> bool:
     """`exp(1j * angle)`: an imaginary literal in the exponent."""
-    return any(isinstance(node, ast.Constant) and isinstance(node.value, complex) for node in ast.walk(call))
+    return any(isinstance(node, ast.Constant) and isinstance(node.value, complex) for node in walk(call))
 
 
 def _as_list(value: object) -> list:
@@ -435,10 +435,10 @@ def builds_layers(cls: ast.ClassDef) -> bool:
     init = next((node for node in cls.body if isinstance(node, FunctionNode) and node.name == "__init__"), None)
     stores = [
         node.value
-        for node in (ast.walk(init) if init is not None else ())
+        for node in (walk(init) if init is not None else ())
         if isinstance(node, ast.Assign) and any(is_self_attribute(target) for target in node.targets)
     ]
-    return any(_builds_layer(call) for value in stores for call in ast.walk(value) if isinstance(call, ast.Call))
+    return any(_builds_layer(call) for value in stores for call in walk(value) if isinstance(call, ast.Call))
 
 
 def _builds_layer(call: ast.Call) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import bisect
 import io
+import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterator
 
@@ -224,6 +225,28 @@ def _spans_any(lines: list[int], node: ast.AST) -> bool:
         return True
     first = bisect.bisect_left(lines, start)
     return first < len(lines) and lines[first] <= (node.end_lineno or start)
+
+
+# Each walked node's nodes, for as long as its tree lives: the rules ask of the same class and the same methods many
+# times (a rotary class's construction, each of its tables' stores), and walking was half of a file's check.
+_WALKS: weakref.WeakKeyDictionary[ast.AST, list[ast.AST]] = weakref.WeakKeyDictionary()
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """The nodes of `ast.walk(node)`, in its order (breadth first, children in field order), walked once per node.
+    The tree must not change after it is walked: the rules only read theirs."""
+    nodes = _WALKS.get(node)
+    if nodes is None:
+        nodes = [node]
+        for current in nodes:  # the list grows as it is read: a queue that keeps what it served
+            for field in current._fields:
+                value = getattr(current, field, None)
+                if isinstance(value, ast.AST):
+                    nodes.append(value)
+                elif isinstance(value, list):
+                    nodes.extend(item for item in value if isinstance(item, ast.AST))
+        _WALKS[node] = nodes
+    return nodes
 
 
 def is_self_attribute(node: ast.AST) -> TypeGuard[ast.Attribute]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
 
 FLOATING_DTYPES = frozenset(
     f"torch.{name}" for name in ("float", "float32", "float16", "half", "bfloat16", "float64", "double")
@@ -92,7 +92,7 @@ def chosen_from_literals(ctx: FileContext, call: ast.Call) -> frozenset[str] | N
     arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
     given = {qualified_dtype(ctx, argument) for argument in arguments}
     others = (argument for argument in arguments if qualified_dtype(ctx, argument) is None)
-    if given <= {None} or any(_names_a_dtype(node) for argument in others for node in ast.walk(argument)):
+    if given <= {None} or any(_names_a_dtype(node) for argument in others for node in walk(argument)):
         return None
     return frozenset(given - {None})
 
@@ -165,7 +165,7 @@ def _returns_floating(ctx: FileContext, call: ast.Call, depth: int) -> bool | No
     context, callee = found
     answers = {
         is_floating_tensor(context, node.value, depth + 1)
-        for node in ast.walk(callee)
+        for node in walk(callee)
         if isinstance(node, ast.Return)
         and node.value is not None
         and next(context.enclosing_functions(node), None) is callee
@@ -276,7 +276,7 @@ def _self_attribute_assignments(ctx: FileContext, method: FunctionNode) -> dict[
     """Every `self.<name> = value` and `register_buffer("<name>", value)` of a method, by name: one walk of the
     method, however many attributes are asked after."""
     found: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(method):
+    for node in walk(method):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if is_self_attribute(target):

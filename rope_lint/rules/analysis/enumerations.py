@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
 from rope_lint.rules.analysis.dtypes import (
     FLOAT32_DTYPES,
     assigned_values,
@@ -262,7 +262,7 @@ def _bindings_in(ctx: FileContext, scope: ast.AST) -> dict[str, list[Binding | N
             continue
         if isinstance(node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
             # Their own scopes; only a walrus in a comprehension binds out here.
-            pending.extend(n for n in ast.walk(node) if isinstance(n, ast.NamedExpr))
+            pending.extend(n for n in walk(node) if isinstance(n, ast.NamedExpr))
             continue
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -291,7 +291,7 @@ def _bindings_in(ctx: FileContext, scope: ast.AST) -> dict[str, list[Binding | N
 def _declared_elsewhere(ctx: FileContext, scope: ast.AST) -> set[str]:
     """The names declared `global` or `nonlocal` in a function or module, nested functions included: a binding of
     the name in one scope rebinds it in another."""
-    return {name for node in ast.walk(scope) if isinstance(node, ast.Global | ast.Nonlocal) for name in node.names}
+    return {name for node in walk(scope) if isinstance(node, ast.Global | ast.Nonlocal) for name in node.names}
 
 
 def _bind_loop_target(target: ast.expr, iterable: ast.expr, bind: Callable[[str, Binding | None], None]) -> None:
@@ -461,7 +461,7 @@ def _values_passed(ctx: FileContext, function: FunctionNode, index: int | None, 
         yield None
         return
     bound = bool(function.args.args) and function.args.args[0].arg in ("self", "cls")
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -1035,7 +1035,7 @@ def _module_calls(ctx: FileContext, class_name: str) -> list[_Site]:
     graph = ctx.derived(_graph_of, class_name)
     sites: list[_Site] = []
     for owner in graph.classes.values() if graph is not None else ():
-        for node in ast.walk(owner):
+        for node in walk(owner):
             built = isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
             if not (built and isinstance(node.value.func, ast.Name) and node.value.func.id == class_name):
                 continue

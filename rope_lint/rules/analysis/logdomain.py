@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.rules.analysis import dtypes
-from rope_lint.rules.analysis.context import FileContext, FunctionNode
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, walk
 
 # The functions each op is spelled as. The op's own name is its tensor method (`x.sigmoid()`, `x.sum(d)`).
 FUNCTIONS: dict[str, frozenset[str]] = {
@@ -293,12 +293,12 @@ def _local_values(function: FunctionNode, name: str) -> list[ast.expr]:
     """Every value that `function`'s own assignments give `name` (`x += 1` gives `1`, which must be integral as
     well); empty where the name is bound otherwise there too (a parameter, a loop, a `with`, an unpacking), so that
     nothing is proven of it."""
-    if name in {argument.arg for argument in ast.walk(function.args) if isinstance(argument, ast.arg)}:
+    if name in {argument.arg for argument in walk(function.args) if isinstance(argument, ast.arg)}:
         return []
     values: list[ast.expr] = []
     plain_targets: set[ast.AST] = set()
     stores: list[ast.AST] = []
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name) and target.id == name:

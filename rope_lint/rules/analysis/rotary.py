@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.rules.analysis import computation
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
 from rope_lint.rules.analysis.dtypes import FLOATING_DTYPES, INTEGER_DTYPES
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ def construction_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef] 
         if parent is not None:
             inherited |= construction_methods(parent, {k: v for k, v in classes.items() if k != cls.name})
     references = {
-        method.name: {node.attr for node in ast.walk(method) if is_self_attribute(node)} for method in methods(cls)
+        method.name: {node.attr for node in walk(method) if is_self_attribute(node)} for method in methods(cls)
     }
     return reachable_from_init(references, inherited)
 
@@ -322,7 +322,7 @@ def _tensor_reads(body: list[ast.stmt]) -> set[str]:
 
 
 def _names_in(nodes: list[ast.expr]) -> frozenset[str]:
-    return frozenset(name.id for node in nodes for name in ast.walk(node) if isinstance(name, ast.Name))
+    return frozenset(name.id for node in nodes for name in walk(node) if isinstance(name, ast.Name))
 
 
 def _shown_tensors(node: ast.AST) -> set[str]:
@@ -372,7 +372,7 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
     for method in methods(cls):
         if method.name in construction or device_source(method) is not None:
             continue
-        reads_table = any(is_self_attribute(node) and is_table_name(node.attr) for node in ast.walk(method))
+        reads_table = any(is_self_attribute(node) and is_table_name(node.attr) for node in walk(method))
         if reads_table and any(_returns_value(node) for node in _own_nodes(method)):
             return False
     return True
@@ -388,7 +388,7 @@ def _reads_kept_buffer(cls: ast.ClassDef, construction: set[str]) -> bool:
             continue
         described = {
             id(node.value)
-            for node in ast.walk(method)
+            for node in walk(method)
             if isinstance(node, ast.Attribute) and node.attr in TABLE_DESCRIPTIONS
         }
         if any(
@@ -396,7 +396,7 @@ def _reads_kept_buffer(cls: ast.ClassDef, construction: set[str]) -> bool:
             and node.attr in kept
             and isinstance(node.ctx, ast.Load)
             and id(node) not in described
-            for node in ast.walk(method)
+            for node in walk(method)
         ):
             return True
     return False
@@ -412,7 +412,7 @@ def _caches_tables_at_run_time(cls: ast.ClassDef, construction: set[str]) -> boo
         is_self_attribute(target) and is_table_name(target.attr)
         for method in methods(cls)
         if method.name not in construction and method.name != "_apply"
-        for node in ast.walk(method)
+        for node in walk(method)
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
         for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
     )
@@ -425,7 +425,7 @@ def _places_off_the_cpu(cls: ast.ClassDef, construction: set[str]) -> bool:
     for method in methods(cls):
         if method.name not in construction:
             continue
-        for node in ast.walk(method):
+        for node in walk(method):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in TENSOR_FACTORIES:
                 return True
             if (
@@ -561,7 +561,7 @@ def _computed_stores(ctx: FileContext, cls: ast.ClassDef) -> Iterator[TableStore
     if frequencies:
         frequencies |= {
             node.value.attr
-            for node in ast.walk(cls)
+            for node in walk(cls)
             if isinstance(node, ast.Assign)
             and is_self_attribute(node.value)
             and any(is_self_attribute(target) and target.attr in found.frequencies for target in node.targets)
@@ -780,7 +780,7 @@ def _nodes_by_name(ctx: FileContext) -> dict[str, list[ast.AST]]:
     """The file's nodes that spell a name, by the name: attributes, string constants, names, parameters and keyword
     arguments, in `ast.walk` order."""
     found: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(ctx.tree):
+    for node in walk(ctx.tree):
         if isinstance(node, ast.Attribute):
             spelled = node.attr
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -863,7 +863,7 @@ def rebuilt_by_apply(cls: ast.ClassDef, name: str) -> bool:
     helpers = [
         by_name[call.func.attr]
         for statement in after
-        for call in ast.walk(statement)
+        for call in walk(statement)
         if isinstance(call, ast.Call) and is_self_attribute(call.func) and call.func.attr in by_name
     ]
     stores = any(_stores_attribute(statement, name) for statement in _after_any_cast(after, name)) or any(
@@ -892,13 +892,13 @@ def _tests_dtype_changed(test: ast.expr, name: str) -> bool:
         and node.attr == "dtype"
         and is_self_attribute(node.value)
         and node.value.attr == name
-        for node in ast.walk(test)
+        for node in walk(test)
     )
 
 
 def _stores_under_class(cls: ast.ClassDef) -> Iterator[TableStore]:
     """The buffers and parameters the class registers by a literal name (`register_buffer`, `nn.Parameter`)."""
-    for node in ast.walk(cls):
+    for node in walk(cls):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             if node.func.attr in ("register_buffer", "register_parameter") and isinstance(node.args[0], ast.Constant):
                 yield TableStore(node, str(node.args[0].value), node, True, True)
@@ -915,7 +915,7 @@ def _stores_under_class(cls: ast.ClassDef) -> Iterator[TableStore]:
 def _calls_parent_apply(statement: ast.stmt) -> bool:
     return any(
         isinstance(node, ast.Attribute) and node.attr == "_apply" and isinstance(node.value, ast.Call)
-        for node in ast.walk(statement)
+        for node in walk(statement)
     )
 
 
@@ -928,7 +928,7 @@ def _called(call: ast.Call) -> str | None:
 def _reads_nothing_rounded(statements: list[ast.stmt], rounded: set[str], applied: str | None) -> bool:
     """Whether the statements read `self.<x>` for each `x` in `rounded` for its metadata only, and call neither
     `applied` nor a low-precision cast."""
-    nodes = [node for statement in statements for node in ast.walk(statement)]
+    nodes = [node for statement in statements for node in walk(statement)]
     metadata = {id(node.value) for node in nodes if isinstance(node, ast.Attribute) and node.attr in _METADATA}
     for node in nodes:
         if isinstance(node, ast.Call) and _called(node) in (applied, *LOW_PRECISION_CAST_METHODS):
