@@ -13,6 +13,7 @@ from pathlib import Path, PurePath
 import pytest
 from helpers import rope_lint
 
+from rope_lint.cli import COLLECTOR_THRESHOLDS
 from rope_lint.files import as_given
 
 FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
@@ -347,3 +348,20 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
 
 
 BUFFERED = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+
+
+def test_the_command_runs_with_a_rarer_cycle_collector_and_leaves_an_api_users_alone() -> None:
+    """`rope-lint` raises the collector's thresholds for its own process (`cli.run`); `cli.main`, which a program
+    that uses rope-lint calls in its own process, leaves them as they are."""
+    probe = textwrap.dedent("""
+        import gc, os, sys
+        from rope_lint import cli
+        before = gc.get_threshold()
+        cli.main(["rules"])
+        print(before == gc.get_threshold(), file=sys.stderr)
+        cli.main = lambda: print(gc.get_threshold(), file=sys.stderr) or 0
+        cli.run()
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == ["True", str(COLLECTOR_THRESHOLDS)]
