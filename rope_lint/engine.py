@@ -19,7 +19,7 @@ from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, read_regular, st
 from rope_lint.prefilter import candidates
 from rope_lint.rules import matches
 from rope_lint.rules.analysis.callers import PackageCallers
-from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.analysis.context import FileContext, walks_remembered
 from rope_lint.rules.base import Rule
 from rope_lint.suppressions import is_suppressed
 
@@ -108,19 +108,20 @@ def _findings(
         return [_error(path, SYNTAX_ERROR, "expression too deeply nested to analyse", 1, 0)]
     ignored = settings.ignored_codes(path)
     found: list[Diagnostic] = []
-    for rule in settings.rules:
-        if matches(rule.code, ignored):
-            continue
-        try:
-            found.extend(map(ctx.diagnostic, rule.check(ctx)))
-        except (RecursionError, MemoryError, Exception) as error:  # one rule's bug must not stop the run
-            if settings.verbose:
-                import traceback
+    with walks_remembered():
+        for rule in settings.rules:
+            if matches(rule.code, ignored):
+                continue
+            try:
+                found.extend(map(ctx.diagnostic, rule.check(ctx)))
+            except (RecursionError, MemoryError, Exception) as error:  # one rule's bug must not stop the run
+                if settings.verbose:
+                    import traceback
 
-                traceback.print_exc(file=sys.stderr)
-            found.append(
-                _error(path, INTERNAL_ERROR, f"rule {rule.code} failed: {type(error).__name__}: {error}", 1, 0)
-            )
+                    traceback.print_exc(file=sys.stderr)
+                found.append(
+                    _error(path, INTERNAL_ERROR, f"rule {rule.code} failed: {type(error).__name__}: {error}", 1, 0)
+                )
     return sorted(
         (d for d in found if not is_suppressed(d.code, ctx.lines, d.start.line, d.end.line)),
         key=lambda d: d.sort_key,

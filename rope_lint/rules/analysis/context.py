@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 import bisect
+import contextlib
 import io
-import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterator
 
@@ -227,25 +227,40 @@ def _spans_any(lines: list[int], node: ast.AST) -> bool:
     return first < len(lines) and lines[first] <= (node.end_lineno or start)
 
 
-# Each walked node's nodes, for as long as its tree lives: the rules ask of the same class and the same methods many
-# times (a rotary class's construction, each of its tables' stores), and walking was half of a file's check.
-_WALKS: weakref.WeakKeyDictionary[ast.AST, list[ast.AST]] = weakref.WeakKeyDictionary()
+# Each walked node's nodes, by the node's id (with the node, which keeps the id its own), while one file is checked
+# (`walks_remembered`): the rules ask of the same class and the same methods many times (a rotary class's
+# construction, each of its tables' stores), and walking was half of a file's check. Kept no longer than the file's
+# check: findings that hold a node keep its tree, and a whole tree's fix held 100 MB more of walks.
+_remembered_walks: dict[int, tuple[ast.AST, list[ast.AST]]] | None = None
+
+
+@contextlib.contextmanager
+def walks_remembered() -> Iterator[None]:
+    """Within the block, `walk` walks each node once."""
+    global _remembered_walks
+    outer, _remembered_walks = _remembered_walks, {}
+    try:
+        yield
+    finally:
+        _remembered_walks = outer
 
 
 def walk(node: ast.AST) -> list[ast.AST]:
-    """The nodes of `ast.walk(node)`, in its order (breadth first, children in field order), walked once per node.
-    The tree must not change after it is walked: the rules only read theirs."""
-    nodes = _WALKS.get(node)
-    if nodes is None:
-        nodes = [node]
-        for current in nodes:  # the list grows as it is read: a queue that keeps what it served
-            for field in current._fields:
-                value = getattr(current, field, None)
-                if isinstance(value, ast.AST):
-                    nodes.append(value)
-                elif isinstance(value, list):
-                    nodes.extend(item for item in value if isinstance(item, ast.AST))
-        _WALKS[node] = nodes
+    """The nodes of `ast.walk(node)`, in its order (breadth first, children in field order); within
+    `walks_remembered`, walked once per node, so that the tree must not change there: the rules only read theirs."""
+    remembered = _remembered_walks.get(id(node)) if _remembered_walks is not None else None
+    if remembered is not None:
+        return remembered[1]
+    nodes = [node]
+    for current in nodes:  # the list grows as it is read: a queue that keeps what it served
+        for field in current._fields:
+            value = getattr(current, field, None)
+            if isinstance(value, ast.AST):
+                nodes.append(value)
+            elif isinstance(value, list):
+                nodes.extend(item for item in value if isinstance(item, ast.AST))
+    if _remembered_walks is not None:
+        _remembered_walks[id(node)] = node, nodes
     return nodes
 
 
