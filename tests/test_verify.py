@@ -255,7 +255,7 @@ def test_functions_are_called_on_arguments_from_their_signatures() -> None:
 
 # The changed rotary classes the acceptance run verifies on each release (4.37.2's Mega relative bias, rotary by its
 # source but not at run time, among them: it is verified as a module class).
-VERIFIED_ROTARY_CLASSES = {OLD: 30, NEW: 253}
+VERIFIED_ROTARY_CLASSES = {OLD: 30, NEW: 277}
 
 
 @pytest.mark.slow
@@ -317,3 +317,55 @@ def test_with_verify_the_exit_code_is_the_proofs_not_the_findings_left(tmp_path:
     assert (plain.returncode, verified.returncode) == (1, 0), verified.stderr
     assert verified.stdout.splitlines()[-1] == "Fixed 0 findings, 1 remaining."
     assert f"{unfixable}:5:12: RPL101 " in verified.stdout
+
+
+# A transformers model's rotary class, in a modular source and in the file generated from it (our own model code).
+MODULAR_ROTARY = """
+class ToyRotaryEmbedding(nn.Module):
+    def __init__(self, dim, max_position_embeddings=2048, base=10000, device=None):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float().to(device) / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        t = torch.arange(max_position_embeddings, device=device, dtype=self.inv_freq.dtype)
+        freqs = torch.outer(t, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+    def forward(self, x, seq_len=None):
+        return self.cos_cached[:seq_len].to(x.dtype), self.sin_cached[:seq_len].to(x.dtype)
+"""
+
+
+def modular_model(root: Path, generated_from: str) -> Path:
+    """`transformers/models/toy/` with a modular source that does not import on its own (its parent model is not
+    there, as a modular source's parent is not run with it) and a file whose banner says it is generated from
+    `generated_from`."""
+    folder = root / "transformers" / "models" / "toy"
+    folder.mkdir(parents=True)
+    for package in (root / "transformers", root / "transformers" / "models", folder):
+        (package / "__init__.py").write_text("")
+    banner = f"# This file was automatically generated from src/transformers/models/toy/{generated_from}.\n"
+    (folder / "modeling_toy.py").write_text(banner + "import torch\nfrom torch import nn\n\n" + MODULAR_ROTARY)
+    parent = "from ..parent.modeling_parent import ParentModel  # noqa: F401\n"
+    (folder / "modular_toy.py").write_text("import torch\nfrom torch import nn\n\n" + parent + MODULAR_ROTARY)
+    return root / "transformers"
+
+
+def test_a_modular_sources_rotary_class_is_verified_as_the_class_generated_from_it(tmp_path: Path) -> None:
+    """transformers never runs a modular source: its class is verified where the generated class of its name is."""
+    package = modular_model(tmp_path / "generated", "modular_toy.py")
+    run = rope_lint("fix", "--unsafe-fixes", "--verify", "--diff", str(package))
+    lines = run.stdout.splitlines()
+    modular = [line for line in lines if "modular_toy.py:" in line and "Embedding" in line]
+    assert len(modular) == 1 and " ToyRotaryEmbedding verified (as generated in modeling_toy.py:" in modular[0], lines
+    assert "the code transformers runs: fp32 max rel diff 0, 5 conditions clean)" in modular[0]
+    assert any(
+        "modular_toy.py:1: modular_toy.py could not build: the original module does not import" in line
+        for line in lines
+    )
+    # A file generated from another source says nothing of this one's class.
+    other = modular_model(tmp_path / "other", "modular_other.py")
+    run = rope_lint("fix", "--unsafe-fixes", "--verify", "--diff", str(other))
+    assert not [line for line in run.stdout.splitlines() if "modular_toy.py:" in line and "Embedding" in line]
+    assert "Verified 1, 0 failed, 1 could not be checked." in run.stdout

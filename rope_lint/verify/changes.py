@@ -35,6 +35,7 @@ from rope_lint.verify.classes import check_class
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference
 from rope_lint.verify.functions import check_function
 from rope_lint.verify.loading import FIXED_SUFFIX, ORIGINAL_SUFFIX, load_sibling, unload
+from rope_lint.verify.models import changed_rotary_classes
 from rope_lint.verify.modules import check_module, is_module_class
 
 
@@ -45,7 +46,49 @@ def verify_changes(changes: Sequence[tuple[Path, str, str]]) -> list[Verificatio
     """
     with _single_threaded(), quiet_model_code():
         # Spread over the cores when there are many files (a whole tree), as a check is.
-        return [line for lines in map_files(_verify_change, list(changes)) for line in lines]
+        found = [line for lines in map_files(_verify_change, list(changes)) for line in lines]
+    return _modular_classes_verified_as_generated(found, changes)
+
+
+def _modular_classes_verified_as_generated(
+    found: list[Verification], changes: Sequence[tuple[Path, str, str]]
+) -> list[Verification]:
+    """The verifications, with each rotary class of a transformers modular source that could not be built verified
+    where the class of the same name in a changed file generated from that source is. transformers never runs a
+    modular source: its module often does not import on its own, and its classes inherit what regeneration writes out
+    (a constructor of `super().__init__(config)` that the generated class spells). The generated class is the code that
+    runs, and the fix keeps regeneration from the fixed source giving it (RPL905). Where the module itself does not
+    import, its line stays, and each changed rotary class so verified gets a line of its own."""
+    texts = {Path(path).resolve(): (original, fixed) for path, original, fixed in changes}
+    generated_from: dict[Path, list[str]] = {}
+    for path, _, fixed in changes:
+        modular = generated.modular_source(path, fixed)
+        if modular is not None:
+            generated_from.setdefault(Path(modular).resolve(), []).append(str(path))
+    verified = {(line.path, line.name): line for line in found if line.status == VERIFIED}
+
+    def as_generated(modular: Path, name: str, line: int) -> Verification | None:
+        for path in generated_from.get(modular.resolve(), ()):
+            twin = verified.get((path, name))
+            if twin is not None:
+                detail = f"as generated in {Path(path).name}:{twin.line}, the code transformers runs: {twin.detail}"
+                return Verification(str(modular), line, name, VERIFIED, detail)
+        return None
+
+    result = []
+    for line in found:
+        path = Path(line.path)
+        if line.status != NOT_BUILT or not generated.is_modular_source(path):
+            result.append(line)
+        elif line.name == path.name:  # the module does not import
+            result.append(line)
+            original, fixed = texts[path.resolve()]
+            definitions = _top_level(fixed)
+            for name in changed_rotary_classes(original, fixed):
+                result.extend(filter(None, [as_generated(path, name, _line(definitions, name))]))
+        else:
+            result.append(as_generated(path, line.name, line.line) or line)
+    return result
 
 
 def _verify_change(change: tuple[Path, str, str]) -> list[Verification]:
