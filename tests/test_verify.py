@@ -8,6 +8,7 @@ rotary module imports its neighbours relatively), so that no test's imports leak
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import textwrap
@@ -319,22 +320,12 @@ def test_with_verify_the_exit_code_is_the_proofs_not_the_findings_left(tmp_path:
     assert f"{unfixable}:5:12: RPL101 " in verified.stdout
 
 
-# A transformers model's rotary class, in a modular source and in the file generated from it (our own model code).
-MODULAR_ROTARY = """
-class ToyRotaryEmbedding(nn.Module):
-    def __init__(self, dim, max_position_embeddings=2048, base=10000, device=None):
-        super().__init__()
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float().to(device) / dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        t = torch.arange(max_position_embeddings, device=device, dtype=self.inv_freq.dtype)
-        freqs = torch.outer(t, self.inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos_cached", emb.cos(), persistent=False)
-        self.register_buffer("sin_cached", emb.sin(), persistent=False)
-
-    def forward(self, x, seq_len=None):
-        return self.cos_cached[:seq_len].to(x.dtype), self.sin_cached[:seq_len].to(x.dtype)
-"""
+def legacy_rotary_class() -> str:
+    """The text of the probe fixtures' `LegacyRotaryEmbedding`: a rotary class that needs only torch."""
+    path = REPO / "fixtures" / "probe" / "rotary_classes.py"
+    source = path.read_text(encoding="utf-8")
+    [node] = [node for node in ast.parse(source).body if getattr(node, "name", "") == "LegacyRotaryEmbedding"]
+    return "\n\n" + ast.get_source_segment(source, node) + "\n"
 
 
 def modular_model(root: Path, generated_from: str) -> Path:
@@ -346,9 +337,9 @@ def modular_model(root: Path, generated_from: str) -> Path:
     for package in (root / "transformers", root / "transformers" / "models", folder):
         (package / "__init__.py").write_text("")
     banner = f"# This file was automatically generated from src/transformers/models/toy/{generated_from}.\n"
-    (folder / "modeling_toy.py").write_text(banner + "import torch\nfrom torch import nn\n\n" + MODULAR_ROTARY)
+    (folder / "modeling_toy.py").write_text(banner + "import torch\nfrom torch import nn\n\n" + legacy_rotary_class())
     parent = "from ..parent.modeling_parent import ParentModel  # noqa: F401\n"
-    (folder / "modular_toy.py").write_text("import torch\nfrom torch import nn\n\n" + parent + MODULAR_ROTARY)
+    (folder / "modular_toy.py").write_text("import torch\nfrom torch import nn\n\n" + parent + legacy_rotary_class())
     return root / "transformers"
 
 
@@ -358,7 +349,9 @@ def test_a_modular_sources_rotary_class_is_verified_as_the_class_generated_from_
     run = rope_lint("fix", "--unsafe-fixes", "--verify", "--diff", str(package))
     lines = run.stdout.splitlines()
     modular = [line for line in lines if "modular_toy.py:" in line and "Embedding" in line]
-    assert len(modular) == 1 and " ToyRotaryEmbedding verified (as generated in modeling_toy.py:" in modular[0], lines
+    assert len(modular) == 1 and " LegacyRotaryEmbedding verified (as generated in modeling_toy.py:" in modular[0], (
+        lines
+    )
     assert "the code transformers runs: fp32 max rel diff 0, 5 conditions clean)" in modular[0]
     assert any(
         "modular_toy.py:1: modular_toy.py could not build: the original module does not import" in line
