@@ -53,12 +53,13 @@ def verify_changes(changes: Sequence[tuple[Path, str, str]]) -> list[Verificatio
 def _modular_classes_verified_as_generated(
     found: list[Verification], changes: Sequence[tuple[Path, str, str]]
 ) -> list[Verification]:
-    """The verifications, with each rotary class of a transformers modular source that could not be built verified
-    where the class of the same name in a changed file generated from that source is. transformers never runs a
-    modular source: its module often does not import on its own, and its classes inherit what regeneration writes out
-    (a constructor of `super().__init__(config)` that the generated class spells). The generated class is the code that
-    runs, and the fix keeps regeneration from the fixed source giving it (RPL905). Where the module itself does not
-    import, its line stays, and each changed rotary class so verified gets a line of its own."""
+    """The verifications, with each class of a transformers modular source that could not be built (rotary, or a
+    module class) verified where the class of the same name in a changed file generated from that source is.
+    transformers never runs a modular source: its module often does not import on its own, and its classes inherit
+    what regeneration writes out (a constructor of `super().__init__(config)` that the generated class spells). The
+    generated class is the code that runs, and the fix keeps regeneration from the fixed source giving it (RPL905).
+    Where the module itself does not import, its line stays, and each changed rotary class so verified gets a line of
+    its own."""
     texts = {Path(path).resolve(): (original, fixed) for path, original, fixed in changes}
     generated_from: dict[Path, list[str]] = {}
     for path, _, fixed in changes:
