@@ -495,8 +495,11 @@ def test_clip_bounds_left_unset_are_set_where_nothing_reaches_them() -> None:
 class DepthDecoderConfig:
     """A depth decoder over audio codebooks: position i reads codebook i's embeddings, one table per codebook."""
 
-    def __init__(self, num_codebooks: int = 32, hidden_size: int = 1024, vocab_size: int = 2051) -> None:
+    def __init__(
+        self, num_codebooks: int = 32, hidden_size: int = 1024, vocab_size: int = 2051, pad_token_id: int = 100
+    ) -> None:
         self.num_codebooks, self.hidden_size, self.vocab_size = num_codebooks, hidden_size, vocab_size
+        self.pad_token_id = pad_token_id
 
 
 class DepthDecoderForCausalLM(nn.Module):
@@ -519,6 +522,7 @@ def test_a_count_that_bounds_the_positions_is_raised_to_the_measured_length() ->
     model, used = _tiny_model_of(DepthDecoderForCausalLM, DepthDecoderConfig, [], ())
     assert used == ["counts that bound the positions raised to the measured length"]
     assert model.config.num_codebooks == 1024 and model.config.vocab_size == 62  # 1000 halved four times
+    assert model.config.pad_token_id == 61  # inside the halved vocabulary, though inside the tiny one by default
     assert sum(parameter.numel() for parameter in model.parameters()) <= MAX_PARAMETERS
     assert model(torch.zeros(1, 1024, dtype=torch.long)).logits.shape == (1, 1024, 62)
 

@@ -432,15 +432,23 @@ def tiny_sizes(defaults: Mapping[str, Any]) -> dict[str, Any]:
             sizes[name] = TINY_STATE_SIZE
         elif _is_size(default) and "vocab_size" in name:  # per-layer input vocabularies and the like
             sizes[name] = TINY_VOCAB
-        elif _is_size(default) and name.endswith("token_id") and default >= TINY_VOCAB:
-            # Special tokens must lie inside the tiny vocabulary (a padding index outside it is refused).
-            sizes[name] = TINY_VOCAB - 1
         elif isinstance(default, float) and name in INIT_SCALE_NAMES:
             sizes[name] = INIT_SCALE
+    sizes.update(_special_tokens_inside(defaults, TINY_VOCAB))
     max_positions = defaults.get("max_position_embeddings")
     if _is_size(max_positions) and max_positions < SEQUENCE_LENGTH:
         sizes["max_position_embeddings"] = SEQUENCE_LENGTH
     return sizes
+
+
+def _special_tokens_inside(attributes: Mapping[str, Any], vocabulary: int) -> dict[str, int]:
+    """The special token ids (`*token_id`) of these attributes that lie outside a vocabulary of this size, moved to its
+    last token: a padding index outside the vocabulary is refused."""
+    return {
+        name: vocabulary - 1
+        for name, value in attributes.items()
+        if name.endswith("token_id") and _is_size(value) and value >= vocabulary
+    }
 
 
 def _as_many_key_value_heads(config_class: type, sizes: dict[str, Any]) -> dict[str, Any] | None:
@@ -745,7 +753,7 @@ def _counts_raised_to_the_measured_length(
             break
         raised.update({name: raised[name] // 2 for name in vocabularies})
         smallest = min(raised[name] for name in vocabularies)
-        raised.update({name: smallest - 1 for name in raised if name.endswith("token_id") and raised[name] >= smallest})
+        raised.update(_special_tokens_inside({**_defaults(config_class), **raised}, smallest))
     return raised
 
 
