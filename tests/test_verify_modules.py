@@ -22,6 +22,7 @@ from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED
 
 FIXTURE = REPO / "fixtures" / "verify-modules"
 MODELING = Path("patchpkg", "modeling_patch.py")
+BOXES = Path("patchpkg", "modeling_boxes.py")  # a rotary class whose forward takes boxes
 # The fractional bucket edges of PatchPositionEmbeddings, which an int64 rewrite would break.
 FRACTIONAL = "torch.arange(1 / self.per_side, 1.0, 1 / self.per_side)"
 
@@ -62,9 +63,18 @@ def test_changed_module_classes_are_built_from_their_config_and_run_both_ways(pa
         f"{modeling}:57: ResampledGrid could not build: as a module: constructor parameter 'fn' needs an object "
         "that cannot be derived from its signature"
     )
-    assert "Verified 2, 0 failed, 1 could not be checked." in run.stdout
+    # A rotary class whose forward takes boxes: the probe cannot build it, so it is run as a module is, on
+    # boxes within the image; its log1p rewrite moves the fp32 output by rounding alone.
+    relation = line_about(run.stdout, "BoxRelationBias")
+    assert relation.startswith(
+        f"{package / BOXES}:23: BoxRelationBias verified (as a module, since the probe cannot build it (forward: "
+    )
+    assert re.search(r"\): fp32 max rel diff [\d.e+-]+ \(rounding: [\d.e+-]+ in float64\), same state_dict", relation)
+    assert relation.endswith("built as a module from PatchVisionConfig (small), called with boxes=float32[2, 16, 4])")
+    assert "Verified 3, 0 failed, 1 could not be checked." in run.stdout
     after = modeling.read_text()
     assert after != before and FRACTIONAL in after  # the fix wrote the file and left the fractional edges alone
+    assert "torch.log1p(" in (package / BOXES).read_text()
 
 
 # The fix that the test stands in for the real one: the fractional bucket edges enumerated in int64.
@@ -90,10 +100,10 @@ def test_a_module_whose_fixed_version_fails_leaves_the_file_as_it_was_and_exits_
     assert run.stdout.splitlines()[-1].startswith("Fixed 0 findings, ")
 
 
-def verify_texts(code: str) -> dict[str, tuple[str, str]]:
-    """Runs `code` with `verify(fixed)` defined: `verify_changes` on the fixture's modeling module, its original
-    text against a fixed text, in a fresh process; what it found, by name."""
-    prelude = verify_changes_prelude(FIXTURE / MODELING)
+def verify_texts(code: str, module: Path = MODELING) -> dict[str, tuple[str, str]]:
+    """Runs `code` with `verify(fixed)` defined: `verify_changes` on one of the fixture's modeling modules, its
+    original text against a fixed text, in a fresh process; what it found, by name."""
+    prelude = verify_changes_prelude(FIXTURE / module)
     run = run_python(prelude + textwrap.dedent(code))
     assert run.returncode == 0, run.stderr[-3000:]
     return {name: (status, detail) for status, name, detail in (line.split("|") for line in run.stdout.splitlines())}
@@ -145,6 +155,16 @@ def test_an_equivalent_rewrite_of_the_fractional_edges_is_verified() -> None:
     found = verify_texts(f"verify(ORIGINAL.replace({FRACTIONAL!r}, {integral!r}))")
     status, detail = found["PatchPositionEmbeddings"]
     assert status == VERIFIED, detail
+
+
+def test_a_rotary_class_the_probe_cannot_build_fails_where_the_fix_changes_its_output() -> None:
+    # Run as a module (its forward takes boxes), its output tells a changed computation from rounding: the offsets
+    # shifted by 1e-5 differ in float64 too.
+    one_plus = "/ sizes[:, :, None] + 1.0)"
+    found = verify_texts(f"verify(ORIGINAL.replace({one_plus!r}, {one_plus.replace('1.0', '1.00001')!r}))", BOXES)
+    status, detail = found["BoxRelationBias"]
+    assert status == FAILED
+    assert re.search(r"\): fp32 forward outputs differ by [\d.e+-]+ relative \(built as a module from .+\)$", detail)
 
 
 def test_inputs_follow_the_signature_and_the_limits_hold() -> None:
@@ -220,7 +240,9 @@ def test_every_changed_module_class_of_a_transformers_release_is_run_or_said_why
     found: dict[tuple[str, str], tuple[str, str]] = {}
     for line in run.stdout.splitlines():
         match = MODULE_LINE.match(line)
-        if match and ("built as a module from" in match[4] or match[4].startswith("as a module: ")):
+        # A rotary class the probe cannot build is run as a module too: test_verify.py counts it.
+        rotary = "since the probe cannot build it" in match[4] if match else False
+        if match and not rotary and ("built as a module from" in match[4] or match[4].startswith("as a module: ")):
             found[(Path(match[1]).relative_to(run.fixed).as_posix(), match[2])] = match[3], match[4]
     failed = {key: detail for key, (status, detail) in found.items() if status == "not verified"}
     assert not failed, failed

@@ -2,7 +2,8 @@
 
 For each file, the original and the fixed text are imported side by side (`loading`); then
 - every rotary class the file defines (the probe's test, `probe.discover.rotary_classes_of`) is built both ways and
-  compared, and run under the probe's conditions (`classes`);
+  compared, and run under the probe's conditions (`classes`); one the probe cannot build and read tables from is
+  built and run as a module class is;
 - every top-level function the fix changed is called both ways on arguments derived from its signature
   (`functions`);
 - every top-level name whose assignment the fix changed is compared as a value;
@@ -144,8 +145,7 @@ def _checks(
         if not isinstance(fixed_cls, type):
             found.append(Verification(str(path), line, cls.__name__, FAILED, "the fixed module no longer defines it"))
             continue
-        check = check_class(cls, fixed_cls, placement=not generated.is_modular_source(path))
-        found.append(Verification(str(path), line, cls.__name__, check.status, check.detail))
+        found.append(Verification(str(path), line, cls.__name__, *_rotary_check(path, cls, fixed_cls)))
     checked = {cls.__name__ for cls in rotary}
     for name in changed:
         if name in checked or name not in before:
@@ -162,6 +162,20 @@ def _checks(
         else:
             found.append(_value(path, node, name, original_module, fixed_module))
     return found
+
+
+def _rotary_check(path: Path, original: type, fixed: type) -> tuple[str, str]:
+    """(status, detail) of a rotary class: as the probe builds it (`classes`), or, where the probe finds no way to
+    build it and read its tables (a forward that takes boxes and returns a bias, or a device), as a module class is
+    built and run (`modules`): what it returns is still what the model computes with, though no condition of the
+    probe's can then be run on it."""
+    check = check_class(original, fixed, placement=not generated.is_modular_source(path))
+    if check.status != NOT_BUILT or not (is_module_class(original) and is_module_class(fixed)):
+        return check.status, check.detail
+    status, detail = check_module(original, fixed)
+    if status == NOT_BUILT:
+        return check.status, check.detail
+    return status, f"as a module, since the probe cannot build it ({check.detail}): {detail}"
 
 
 def _methods(

@@ -96,6 +96,33 @@ def _tensor_difference(original: Any, fixed: Any, where: str) -> float:
     return difference / scale if scale > 0 else math.inf
 
 
+def in_float64(value: Any) -> Any:
+    """The value with each floating tensor in it (in tuples, lists and dicts too) made float64: the inputs of a run
+    that rounds only where the code itself asks for a lower precision."""
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(in_float64(item) for item in value)
+    if isinstance(value, dict):
+        return {key: in_float64(item) for key, item in value.items()}
+    return value
+
+
+def within_rounding(original_in_float64: Any, fixed_in_float64: Any) -> str | None:
+    """For fp32 results that differ by more than TOLERANCE: the words that say the difference is rounding, the two
+    codes run in float64 (their floating inputs and parameters made float64) agreeing within TOLERANCE; None where
+    they do not, or where either could not run so (None given). A rewrite may remove rounding (`log1p` for
+    `log(1 + x)`) and nothing else that the code computes: in float64, where rounding is 2^29 times smaller, only a
+    change of what is computed still shows."""
+    if original_in_float64 is None or fixed_in_float64 is None:
+        return None
+    try:
+        difference = relative_difference(original_in_float64, fixed_in_float64)
+    except (Mismatch, Incomparable):
+        return None
+    return None if difference > TOLERANCE else f"rounding: {difference:.3g} in float64"
+
+
 def state_dict_difference(original: torch.nn.Module, fixed: torch.nn.Module) -> str | None:
     """How the fixed module's `state_dict` keys or shapes differ from the original's (what a checkpoint holds and
     loads), or None when they agree."""
