@@ -71,7 +71,7 @@ class ForwardCall:
     """How forward is called: which parameter gets x, the sequence length, the positions or an offset of 0."""
 
     roles: tuple[tuple[str, str], ...]  # (parameter name, role), role in {"x", "seq_len", "positions", "offset",
-    # "dtype"}; several parameters may take x (a forward that rotates q and k)
+    # "dtype", "device"}; several parameters may take x (a forward that rotates q and k)
     fixed: tuple[tuple[str, Any], ...]  # keyword arguments passed as they are, such as layer_type
     x_shape: tuple[int, ...]
     positions_shape: tuple[int, ...]
@@ -417,8 +417,8 @@ def _forward_calls(cls: type[nn.Module], positions: int, layer_type: str | None)
             roles.append((parameter.name, "offset"))
         elif parameter.name == "layer_type" and layer_type is not None:
             fixed[parameter.name] = layer_type
-        elif parameter.name == "dtype" and _required(parameter):
-            roles.append((parameter.name, "dtype"))
+        elif parameter.name in ("dtype", "device") and _required(parameter):
+            roles.append((parameter.name, parameter.name))
         elif not roles or (_required(parameter) and all(role == "x" for _, role in roles)):
             # The first parameter is the activation tensor; required ones right after it take the same tensor, as
             # a forward that rotates q and k does.
@@ -497,6 +497,7 @@ def forward_arguments(
         "positions": _position_ids(recipe.positions, call.positions_shape, device),
         "offset": 0,
         "dtype": activation_dtype,
+        "device": device,
     }
     return {name: values[role] for name, role in call.roles} | dict(call.fixed)
 

@@ -166,9 +166,9 @@ def _checks(
 
 def _rotary_check(path: Path, original: type, fixed: type) -> tuple[str, str]:
     """(status, detail) of a rotary class: as the probe builds it (`classes`), or, where the probe finds no way to
-    build it and read its tables (a forward that takes boxes and returns a bias, or a device), as a module class is
-    built and run (`modules`): what it returns is still what the model computes with, though no condition of the
-    probe's can then be run on it."""
+    build it and read its tables (a forward that takes boxes and returns a bias), as a module class is built and run
+    (`modules`): what it returns is still what the model computes with, though no condition of the probe's can then be
+    run on it."""
     check = check_class(original, fixed, placement=not generated.is_modular_source(path))
     if check.status != NOT_BUILT or not (is_module_class(original) and is_module_class(fixed)):
         return check.status, check.detail
