@@ -108,19 +108,23 @@ def in_float64(value: Any) -> Any:
     return value
 
 
-def within_rounding(original_in_float64: Any, fixed_in_float64: Any) -> str | None:
-    """For fp32 results that differ by more than TOLERANCE: the words that say the difference is rounding, the two
-    codes run in float64 (their floating inputs and parameters made float64) agreeing within TOLERANCE; None where
-    they do not, or where either could not run so (None given). A rewrite may remove rounding (`log1p` for
-    `log(1 + x)`) and nothing else that the code computes: in float64, where rounding is 2^29 times smaller, only a
-    change of what is computed still shows."""
-    if original_in_float64 is None or fixed_in_float64 is None:
+def agreement(difference: float, in_float64: Callable[[], tuple[Any, Any]]) -> str | None:
+    """The words for an fp32 difference that proves nothing changed ("fp32 max rel diff 0"), or None for one that
+    does not. A difference beyond TOLERANCE passes only as rounding: the two versions run in float64 (`in_float64`
+    gives what each returns with its floating inputs and parameters made float64, or None where one fails so), where
+    rounding is 2^29 times smaller, must agree within TOLERANCE. A rewrite may remove rounding (`log1p` for
+    `log(1 + x)`) and nothing else that the code computes: in float64 only a change of what is computed still shows."""
+    words = f"fp32 max rel diff {difference:.3g}"
+    if difference <= TOLERANCE:
+        return words
+    original, fixed = in_float64()
+    if original is None or fixed is None:
         return None
     try:
-        difference = relative_difference(original_in_float64, fixed_in_float64)
+        in_float64_difference = relative_difference(original, fixed)
     except (Mismatch, Incomparable):
         return None
-    return None if difference > TOLERANCE else f"rounding: {difference:.3g} in float64"
+    return None if in_float64_difference > TOLERANCE else f"{words} (rounding: {in_float64_difference:.3g} in float64)"
 
 
 def state_dict_difference(original: torch.nn.Module, fixed: torch.nn.Module) -> str | None:

@@ -9,6 +9,7 @@ callable) makes the function one that could not be called, and the report says w
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,7 +18,7 @@ import torch
 
 from rope_lint.output.fix_report import FAILED, NOT_CALLED, VERIFIED
 from rope_lint.probe.build import describe
-from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, in_float64, relative_difference, within_rounding
+from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, agreement, in_float64, relative_difference
 
 # Names whose value cannot be made up: an object of the model's own making, or code to call.
 _OPAQUE_NAMES = frozenset(
@@ -64,20 +65,21 @@ def check_function(original: Callable[..., Any], fixed: Callable[..., Any]) -> t
             return FAILED, f"fp32 {mismatch}"
         except Incomparable as incomparable:
             return NOT_CALLED, f"called, but its {incomparable}"
-        rounding = None
-        if difference > TOLERANCE:
-            rounding = within_rounding(_in_float64(original, arguments), _in_float64(fixed, arguments))
-            if rounding is None:
-                return FAILED, f"fp32 results differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)"
-        differs = f"fp32 max rel diff {difference:.3g}" + (f" ({rounding})" if rounding else "")
-        return VERIFIED, f"{differs}, called with {shown_arguments(arguments)}"
+        agreed = agreement(difference, functools.partial(_in_float64, original, fixed, arguments))
+        if agreed is None:
+            return FAILED, f"fp32 results differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)"
+        return VERIFIED, f"{agreed}, called with {shown_arguments(arguments)}"
     return NOT_CALLED, f"no derived arguments suit it: {reasons[0]}"
 
 
-def _in_float64(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """The function's result on the arguments in float64; None where it fails so."""
+def _in_float64(original: Callable[..., Any], fixed: Callable[..., Any], arguments: dict[str, Any]) -> tuple[Any, Any]:
+    """What each function returns on the arguments in float64 (`compare.agreement`); None for one that fails so."""
+    return tuple(_result_or_none(function, in_float64(arguments)) for function in (original, fixed))
+
+
+def _result_or_none(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
     try:
-        return _call(function, in_float64(arguments))
+        return _call(function, arguments)
     except Exception:  # code that mixes its own float32 with float64 arguments: no reference to judge rounding by
         return None
 

@@ -8,10 +8,9 @@ the meta device first) is not built. Its forward is called on inputs derived fro
 pixel values of the config's image size, masks of ones (per token, per patch or per pixel), token and position ids,
 boxes within the image, hidden states of the config's hidden size, a feature map's shape, and the scalars a function
 would get. The first inputs the original accepts are given to both; in fp32 their outputs must agree to within
-`compare.TOLERANCE` (relative), or differ only by rounding (`compare.within_rounding`: both modules run in float64
-agree), with the same structure, dtypes and shapes, and their `state_dict`s must have the
-same keys and shapes; built under a default device, the fixed class must keep its tensors where the original does
-(`compare.placement_difference`).
+`compare.TOLERANCE` (relative), or differ only by rounding (`compare.agreement`: both modules run in float64 agree),
+with the same structure, dtypes and shapes, and their `state_dict`s must have the same keys and shapes; built under a
+default device, the fixed class must keep its tensors where the original does (`compare.placement_difference`).
 """
 
 from __future__ import annotations
@@ -38,14 +37,13 @@ from rope_lint.probe.build import (
     small_config,
 )
 from rope_lint.verify.compare import (
-    TOLERANCE,
     Incomparable,
     Mismatch,
+    agreement,
     in_float64,
     placement_difference,
     relative_difference,
     state_dict_difference,
-    within_rounding,
 )
 from rope_lint.verify.functions import GUESS, TENSOR, NotCallable, shown_arguments, value_for
 
@@ -88,11 +86,12 @@ def check_module(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> t
         return FAILED, f"fp32 {mismatch} ({where})"
     except Incomparable as incomparable:
         return NOT_BUILT, f"as a module: {where}, but its {incomparable}"
-    rounding = None
-    if difference > TOLERANCE:
-        rounding = within_rounding(*(_in_float64(cls, init_kwargs, inputs) for cls in (original_cls, fixed_cls)))
-        if rounding is None:
-            return FAILED, f"fp32 forward outputs differ by {difference:.3g} relative ({where})"
+    agreed = agreement(
+        difference,
+        lambda: (_in_float64(original_cls, init_kwargs, inputs), _in_float64(fixed_cls, init_kwargs, inputs)),
+    )
+    if agreed is None:
+        return FAILED, f"fp32 forward outputs differ by {difference:.3g} relative ({where})"
     state_dicts = state_dict_difference(original_module, fixed_module)
     if state_dicts is not None:
         return FAILED, f"{state_dicts} ({where})"
@@ -101,8 +100,7 @@ def check_module(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> t
     )
     if placement is not None:
         return FAILED, f"{placement} ({where})"
-    differs = f"fp32 max rel diff {difference:.3g}" + (f" ({rounding})" if rounding else "")
-    return VERIFIED, f"{differs}, same state_dict keys and shapes, {where}"
+    return VERIFIED, f"{agreed}, same state_dict keys and shapes, {where}"
 
 
 def _run(cls: type[nn.Module], init_kwargs: dict[str, Any], inputs: dict[str, Any]) -> tuple[nn.Module, Any]:
