@@ -256,7 +256,8 @@ def test_functions_are_called_on_arguments_from_their_signatures() -> None:
 
 def test_a_function_whose_fixed_result_differs_only_by_rounding_is_verified_and_a_changed_one_fails() -> None:
     """DESIGN section 8: a rewrite may remove rounding and nothing else. Beyond the fp32 tolerance, both versions run
-    in float64 tell rounding (they agree there) from a change of what is computed (they do not)."""
+    in float64 tell rounding (they agree there) from a change of what is computed (they do not); a rewrite that adds
+    rounding (a cancellation) agrees in float64 but is farther from it in fp32 than the original."""
     code = """
         import torch
         from rope_lint.verify.functions import check_function
@@ -267,12 +268,17 @@ def test_a_function_whose_fixed_result_differs_only_by_rounding_is_verified_and_
             return torch.sin(100 * torch.log1p(x.abs()))
         def bias_shifted(x: torch.Tensor):
             return torch.sin(100 * torch.log1p(x.abs() + 1e-6))
-        for fixed in (bias_log1p, bias_shifted):
-            print(*check_function(bias, fixed), sep="|")
+        def offsets(x: torch.Tensor):
+            return (x - 0.5) * 3
+        def offsets_cancelled(x: torch.Tensor):
+            return ((x + 1e4) - (1e4 + 0.5)) * 3
+        for original, fixed in ((bias, bias_log1p), (bias, bias_shifted), (offsets, offsets_cancelled)):
+            print(*check_function(original, fixed), sep="|")
     """
     run = run_python(textwrap.dedent(code))
     assert run.returncode == 0, run.stderr
-    rounded, shifted = [line.split("|") for line in run.stdout.splitlines()]
+    rounded, shifted, cancelled = [line.split("|") for line in run.stdout.splitlines()]
+    assert cancelled[0] == FAILED, cancelled
     assert rounded[0] == VERIFIED, rounded
     found = re.fullmatch(
         r"fp32 max rel diff ([\d.e+-]+) \(rounding: ([\d.e+-]+) in float64\), called with .+", rounded[1]
@@ -280,6 +286,54 @@ def test_a_function_whose_fixed_result_differs_only_by_rounding_is_verified_and_
     assert found and float(found[1]) > 1e-6 and float(found[2]) < 1e-12, rounded[1]
     assert shifted[0] == FAILED
     assert re.fullmatch(r"fp32 results differ by [\d.e+-]+ relative \(at most 1e-06 allowed\)", shifted[1])
+
+
+def test_a_rotary_class_whose_fixed_tables_differ_by_removed_rounding_is_verified_and_added_rounding_fails() -> None:
+    """The same judgement for a rotary class, whose fp32 tables at 4,096 positions the probe builds both ways: positions
+    rounded through `* 0.1 * 10` and exact ones differ by 2.4e-4 in fp32 and agree in float64; the rewrite that removes
+    that rounding is verified, the one that adds it fails, and one that changes the positions fails."""
+    code = """
+        import torch
+        from torch import nn
+        from rope_lint.verify.classes import check_class
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim, max_position_embeddings=2048, base=10000):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def positions(self, x, seq_len):
+                return torch.arange(seq_len, device=x.device, dtype=x.dtype)
+
+            def forward(self, x, seq_len):
+                emb = torch.outer(self.positions(x, seq_len), self.inv_freq).repeat(1, 2)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+        class RoundedPositions(RotaryEmbedding):
+            def positions(self, x, seq_len):
+                return super().positions(x, seq_len) * 0.1 * 10
+
+        class StretchedPositions(RotaryEmbedding):
+            def positions(self, x, seq_len):
+                return super().positions(x, seq_len) * 1.0001
+
+        for original, fixed in (
+            (RoundedPositions, RotaryEmbedding),
+            (RotaryEmbedding, RoundedPositions),
+            (RotaryEmbedding, StretchedPositions),
+        ):
+            check = check_class(original, fixed)
+            print(check.status, check.detail, sep="|")
+    """
+    run = run_python(textwrap.dedent(code))
+    assert run.returncode == 0, run.stderr
+    removed, added, stretched = [line.split("|") for line in run.stdout.splitlines()]
+    assert removed[0] == VERIFIED, removed
+    found = re.match(r"fp32 max rel diff ([\d.e+-]+) \(rounding: ([\d.e+-]+) in float64\), ", removed[1])
+    assert found and float(found[1]) > 1e-5 and float(found[2]) < 1e-10, removed
+    assert added[0] == FAILED and added[1].startswith("fp32 forward outputs differ by "), added
+    assert stretched[0] == FAILED and stretched[1].startswith("fp32 forward outputs differ by "), stretched
 
 
 # The changed rotary classes the acceptance run verifies on each release (4.37.2's Mega relative bias, rotary by its

@@ -2,14 +2,15 @@
 
 The probe works out how to build the original class and call its forward, within its default memory budget
 (`probe.runner.recipes_within_budget`); the fixed class is built and called the same way. In fp32 their forward
-outputs for positions 0..N-1 must agree to within `compare.TOLERANCE` (relative), with the same structure, dtypes and
-shapes, and their `state_dict`s must have the same keys and shapes. Built under a default device
-(`with torch.device("meta")`, as training frameworks build models), every parameter and buffer the fixed class keeps
-must be where the original's is; not for a class of a transformers modular source, which runs only through the file
-generated from it (and verified on its own): imported as it is, its class takes the constructor of a parent in another
-file, which the rewrite of the generated class changes too, but the modular file does not hold. Then the fixed class
-runs under each of the probe's conditions: it must build wherever the original builds, and its tables must stay within
-the probe's threshold of the float64 reference wherever the original's do.
+outputs for positions 0..N-1 must agree to within `compare.TOLERANCE` (relative), or differ only by rounding
+(`compare.agreement`: both classes built and run in float64 agree), with the same structure, dtypes and shapes, and
+their `state_dict`s must have the same keys and shapes. Built under a default device (`with torch.device("meta")`, as
+training frameworks build models), every parameter and buffer the fixed class keeps must be where the original's is;
+not for a class of a transformers modular source, which runs only through the file generated from it (and verified on
+its own): imported as it is, its class takes the constructor of a parent in another file, which the rewrite of the
+generated class changes too, but the modular file does not hold. Then the fixed class runs under each of the probe's
+conditions: it must build wherever the original builds, and its tables must stay within the probe's threshold of the
+float64 reference wherever the original's do.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rope_lint.verify.compare import (
     TOLERANCE,
     Incomparable,
     Mismatch,
+    agreement,
     placement_difference,
     relative_difference,
     state_dict_difference,
@@ -61,11 +63,11 @@ def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module], place
     except Exception as error:  # CannotBuild, or anything the class raised while it was inspected
         return ClassCheck(NOT_BUILT, describe(error))
     built = [entry for entry in recipes if not isinstance(entry, CannotBuild)]
-    differences, clean, notes = [], 0, []
+    agreements, clean, notes = [], 0, []
     for recipe, tables in built:
         variant = f"{recipe.variant}: " if recipe.variant else ""
         try:
-            difference = _compare_fp32(recipe, dataclasses.replace(recipe, cls=fixed_cls))
+            agreed = _compare_fp32(recipe, dataclasses.replace(recipe, cls=fixed_cls))
             if placement:
                 _compare_placement(recipe, dataclasses.replace(recipe, cls=fixed_cls))
             conditions_clean, note = _check_conditions(recipe, tables, dataclasses.replace(recipe, cls=fixed_cls))
@@ -73,11 +75,11 @@ def check_class(original_cls: type[nn.Module], fixed_cls: type[nn.Module], place
             return ClassCheck(FAILED, f"{variant}{failure}")
         except Incomparable as incomparable:
             return ClassCheck(NOT_BUILT, f"{variant}built, but its {incomparable}")
-        differences.append(difference)
+        agreements.append(agreed)
         clean += conditions_clean
         notes += [f"{variant}{note}"] if note else []
     not_built = [str(entry) for entry in recipes if isinstance(entry, CannotBuild)]
-    detail = f"fp32 max rel diff {max(differences):.3g}, {clean} conditions clean"
+    detail = f"{max(agreements)[1]}, {clean} conditions clean"  # the largest difference's words
     if len(built) > 1:
         detail += f" over {len(built)} variants"
     extras = notes + [f"not built: {reason}" for reason in not_built]
@@ -88,21 +90,23 @@ class _Failure(Exception):
     """The fixed class differs from the original or fails where it works; the message says how."""
 
 
-def _forward_output(recipe: Recipe) -> tuple[nn.Module, Any]:
-    """The class built and called in fp32 as the recipe says, and what its forward returned, as it returned it."""
+def _forward_output(recipe: Recipe, dtype: torch.dtype = torch.float32) -> tuple[nn.Module, Any]:
+    """The class built and called as the recipe says, in `dtype` (float64: its parameters and buffers made float64,
+    and its input), and what its forward returned, as it returned it."""
     torch.manual_seed(0)  # a class with random parameters draws the same ones both times
-    module = construct(recipe)
+    module = construct(recipe).to(dtype)
     returned: list[Any] = []
     hook = module.register_forward_hook(lambda _module, _inputs, output: returned.append(output))
     try:
-        call_forward(module, recipe, torch.float32)
+        call_forward(module, recipe, dtype)
     finally:
         hook.remove()
     return module, returned[-1]
 
 
-def _compare_fp32(original: Recipe, fixed: Recipe) -> float:
-    """The fp32 relative difference of the forward outputs; raises _Failure when they or the state_dicts differ."""
+def _compare_fp32(original: Recipe, fixed: Recipe) -> tuple[float, str]:
+    """The fp32 relative difference of the forward outputs and its words (`compare.agreement`); raises _Failure when
+    they or the state_dicts differ."""
     original_module, original_output = _forward_output(original)
     try:
         fixed_module, fixed_output = _forward_output(fixed)
@@ -112,12 +116,23 @@ def _compare_fp32(original: Recipe, fixed: Recipe) -> float:
         difference = relative_difference(original_output, fixed_output, "forward output")
     except Mismatch as mismatch:
         raise _Failure(f"fp32 {mismatch}") from mismatch
-    if difference > TOLERANCE:
+    agreed = agreement(
+        original_output, fixed_output, difference, lambda: (_float64_output(original), _float64_output(fixed))
+    )
+    if agreed is None:
         raise _Failure(f"fp32 forward outputs differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)")
     state_dicts = state_dict_difference(original_module, fixed_module)
     if state_dicts is not None:
         raise _Failure(state_dicts)
-    return difference
+    return difference, agreed
+
+
+def _float64_output(recipe: Recipe) -> Any:
+    """What the class returns built and called in float64, or None where it fails so."""
+    try:
+        return _forward_output(recipe, torch.float64)[1]
+    except Exception:  # code that mixes its own float32 with float64: no reference to judge rounding by
+        return None
 
 
 def _compare_placement(original: Recipe, fixed: Recipe) -> None:

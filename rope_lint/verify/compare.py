@@ -108,23 +108,40 @@ def in_float64(value: Any) -> Any:
     return value
 
 
-def agreement(difference: float, in_float64: Callable[[], tuple[Any, Any]]) -> str | None:
-    """The words for an fp32 difference that proves nothing changed ("fp32 max rel diff 0"), or None for one that
-    does not. A difference beyond TOLERANCE passes only as rounding: the two versions run in float64 (`in_float64`
-    gives what each returns with its floating inputs and parameters made float64, or None where one fails so), where
-    rounding is 2^29 times smaller, must agree within TOLERANCE. A rewrite may remove rounding (`log1p` for
-    `log(1 + x)`) and nothing else that the code computes: in float64 only a change of what is computed still shows."""
+def agreement(original: Any, fixed: Any, difference: float, in_float64: Callable[[], tuple[Any, Any]]) -> str | None:
+    """The words for the fp32 results' `difference` where it proves nothing changed ("fp32 max rel diff 0"), or None
+    where it does not. A difference beyond TOLERANCE passes only as rounding removed: the two versions run in float64
+    (`in_float64` gives what each returns with its floating inputs and parameters made float64, or None where one
+    fails so), where rounding is 2^29 times smaller, must agree within TOLERANCE, and the fixed fp32 result must be no
+    farther from that float64 result than the original's is, give or take TOLERANCE (two roundings of the same value
+    differ by noise). A rewrite may remove rounding (`log1p` for `log(1 + x)`) and nothing else: in float64 only a
+    change of what is computed still shows, and a rewrite that added rounding would be farther from it."""
     words = f"fp32 max rel diff {difference:.3g}"
     if difference <= TOLERANCE:
         return words
-    original, fixed = in_float64()
-    if original is None or fixed is None:
+    original_in_float64, fixed_in_float64 = in_float64()
+    if original_in_float64 is None or fixed_in_float64 is None:
         return None
     try:
-        in_float64_difference = relative_difference(original, fixed)
+        in_float64_difference = relative_difference(original_in_float64, fixed_in_float64)
+        original_error = relative_difference(_rounded_like(original_in_float64, original), original)
+        fixed_error = relative_difference(_rounded_like(original_in_float64, fixed), fixed)
     except (Mismatch, Incomparable):
         return None
-    return None if in_float64_difference > TOLERANCE else f"{words} (rounding: {in_float64_difference:.3g} in float64)"
+    if in_float64_difference > TOLERANCE or fixed_error > original_error + TOLERANCE:
+        return None
+    return f"{words} (rounding: {in_float64_difference:.3g} in float64)"
+
+
+def _rounded_like(reference: Any, result: Any) -> Any:
+    """The float64 reference with each tensor in the dtype of the result's tensor in its place."""
+    if isinstance(reference, torch.Tensor) and isinstance(result, torch.Tensor):
+        return reference.to(result.dtype)
+    if isinstance(reference, (tuple, list)) and isinstance(result, (tuple, list)) and len(reference) == len(result):
+        return type(result)(_rounded_like(item, like) for item, like in zip(reference, result, strict=True))
+    if isinstance(reference, Mapping) and isinstance(result, Mapping) and list(reference) == list(result):
+        return {key: _rounded_like(reference[key], result[key]) for key in reference}
+    return reference
 
 
 def state_dict_difference(original: torch.nn.Module, fixed: torch.nn.Module) -> str | None:

@@ -65,7 +65,7 @@ def check_function(original: Callable[..., Any], fixed: Callable[..., Any]) -> t
             return FAILED, f"fp32 {mismatch}"
         except Incomparable as incomparable:
             return NOT_CALLED, f"called, but its {incomparable}"
-        agreed = agreement(difference, functools.partial(_in_float64, original, fixed, arguments))
+        agreed = agreement(expected, result, difference, functools.partial(_in_float64, original, fixed, arguments))
         if agreed is None:
             return FAILED, f"fp32 results differ by {difference:.3g} relative (at most {TOLERANCE:g} allowed)"
         return VERIFIED, f"{agreed}, called with {shown_arguments(arguments)}"

@@ -87,6 +87,8 @@ def check_module(original_cls: type[nn.Module], fixed_cls: type[nn.Module]) -> t
     except Incomparable as incomparable:
         return NOT_BUILT, f"as a module: {where}, but its {incomparable}"
     agreed = agreement(
+        expected,
+        result,
         difference,
         lambda: (_in_float64(original_cls, init_kwargs, inputs), _in_float64(fixed_cls, init_kwargs, inputs)),
     )
