@@ -5,12 +5,14 @@ changed rotary class gives identical fp32 logits and bf16 argmax agreement no lo
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import re
 import shutil
 import subprocess
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from rope_lint.verify.models import (
     VERIFIED,
     Architecture,
     NotBuilt,
+    StandIn,
     _an_attention_layer,
     _built,
     _clip_bounds_that_never_clip,
@@ -49,6 +52,8 @@ from rope_lint.verify.models import (
     causal_lm_architectures,
     changed_rotary_classes,
     is_transformers_package,
+    stand_in_for,
+    tiny_model_with_stand_ins,
     tiny_sizes,
     verify_models,
 )
@@ -542,6 +547,80 @@ def test_a_model_that_runs_fewer_positions_than_measured_and_has_no_such_count_i
     assert "runs 40 positions, not 1024" in errors
 
 
+class UnsetBaseRotary(nn.Module):
+    def __init__(self, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / base ** (torch.arange(0, dim, 2).float() / dim), persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return torch.outer(positions.float(), self.inv_freq).cos()
+
+
+class UnsetBaseAttention(nn.Module):
+    """Reads `self.rope_base`, which it never sets (a release's own bug): no model of it is built, for anyone."""
+
+    def __init__(self, config: DepthDecoderConfig) -> None:
+        super().__init__()
+        self.rotary = UnsetBaseRotary(config.hidden_size, base=self.rope_base)
+
+
+class UnsetBaseForCausalLM(nn.Module):
+    config_class = DepthDecoderConfig
+
+    def __init__(self, config: DepthDecoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.attention = UnsetBaseAttention(config)
+
+    def forward(self, input_ids: torch.Tensor, use_cache: bool = False) -> types.SimpleNamespace:
+        tables = self.attention.rotary(torch.arange(input_ids.shape[1]))
+        return types.SimpleNamespace(logits=self.embed(input_ids) * tables.sum(-1, keepdim=True))
+
+
+@pytest.fixture
+def unset_base_left_unset() -> Iterator[None]:
+    """The stand-in given during a test is taken back after it."""
+    yield
+    if "rope_base" in vars(UnsetBaseAttention):
+        del UnsetBaseAttention.rope_base
+
+
+@pytest.mark.usefixtures("sub_configs_are_configs", "unset_base_left_unset")
+def test_an_attribute_the_code_reads_and_never_sets_is_given_its_parameters_default_in_both_codes() -> None:
+    with pytest.raises(AttributeError, match="'UnsetBaseAttention' object has no attribute 'rope_base'"):
+        UnsetBaseForCausalLM(DepthDecoderConfig())
+    model, used, stand_ins = tiny_model_with_stand_ins(UnsetBaseForCausalLM, ["UnsetBaseRotary"])
+    expected = StandIn(__name__, "UnsetBaseAttention", "rope_base", 10000.0, "UnsetBaseRotary's base")
+    assert stand_ins == [expected]
+    assert used == [expected.describe()]
+    assert expected.describe() == (
+        "UnsetBaseAttention.rope_base, read and never set, given 10000.0 (UnsetBaseRotary's base's default)"
+    )
+    assert torch.equal(model.attention.rotary.inv_freq, UnsetBaseRotary(128).inv_freq)
+    # The fixed code's worker gives it from what the original's worker published.
+    del UnsetBaseAttention.rope_base
+    StandIn(**json.loads(json.dumps(dataclasses.asdict(expected)))).give()
+    assert UnsetBaseAttention.rope_base == 10000.0
+
+
+@pytest.mark.usefixtures("sub_configs_are_configs")
+def test_no_stand_in_where_the_class_sets_the_attribute_or_the_message_names_another_error() -> None:
+    assert stand_in_for(UnsetBaseForCausalLM, "'UnsetBaseAttention' object has no attribute 'rotary'") is None
+    assert stand_in_for(UnsetBaseForCausalLM, "'NoSuchClass' object has no attribute 'rope_base'") is None
+    assert stand_in_for(UnsetBaseForCausalLM, "index out of range") is None
+    with pytest.raises(NotBuilt, match="no attribute 'embed'"):
+        tiny_model_with_stand_ins(FixedWindowReadsUnset, ())
+
+
+class FixedWindowReadsUnset(DepthDecoderForCausalLM):
+    """Reads `self.embed`'s width from itself before it exists, with no parameter default to stand in."""
+
+    def __init__(self, config: DepthDecoderConfig) -> None:
+        nn.Module.__init__(self)
+        self.head = nn.Linear(self.embed.embedding_dim, config.vocab_size)
+
+
 TOY = Architecture("ToyForCausalLM", "transformers.models.toy.modeling_toy", ("ToyRotaryEmbedding",))
 
 
@@ -705,8 +784,13 @@ OLD_ARCHITECTURES = {
     "PhiForCausalLM",
     "Qwen2ForCausalLM",
 }
-# The release's own deprecated Open-LLaMA reads an attribute its attention never sets: no model of it runs.
-OLD_UNBUILDABLE = {"OpenLlamaForCausalLM": "'OpenLlamaAttention' object has no attribute 'rope_theta'"}
+OLD_UNBUILDABLE: dict[str, str] = {}
+# The release's own deprecated Open-LLaMA reads an attribute its attention never sets, so no model of it runs as
+# released; it is built with a stand-in, in both codes, taken from its rotary class's default base.
+OLD_STAND_INS = {
+    "OpenLlamaForCausalLM": "OpenLlamaAttention.rope_theta, read and never set, given 10000 "
+    "(OpenLlamaRotaryEmbedding's base's default)"
+}
 
 
 # Architectures whose fixed code loses argmax agreement in bf16: (.to(bf16) original, fixed, bf16 load original, fixed).
@@ -718,6 +802,11 @@ OLD_UNREAD = {"ClvpForCausalLM"}
 @pytest.mark.slow
 def test_old_release_every_causal_lm_with_a_changed_rotary_class_is_verified(old_acceptance: AcceptanceRun) -> None:
     assert_model_level(old_acceptance, OLD_ARCHITECTURES, OLD_UNBUILDABLE, OLD_FAILING, OLD_UNREAD)
+    results = model_results(old_acceptance)
+    stood_in = {name: detail for name, (_, _, detail) in results.items() if "read and never set" in detail}
+    assert stood_in.keys() == OLD_STAND_INS.keys(), stood_in
+    for name, stand_in in OLD_STAND_INS.items():
+        assert f"built with {stand_in}" in stood_in[name], stood_in[name]
 
 
 NEW_ARCHITECTURES = {

@@ -22,7 +22,9 @@ no more experts per token than the default, derived head sizes left to the confi
 length, layer subsets below the layer count, an attention layer among state-space layers, the default rope base),
 sizes by other names (other hidden sizes, vocabularies, layer counts and expert counts, and the sub-configs of a
 composite config), then what a real checkpoint gives that the defaults leave unset (the rope base in sub-configs, clip
-bounds). A model still over `MAX_PARAMETERS` is not built. A model that runs fewer positions than the measured 1,024
+bounds). Where the model's own code reads an attribute on itself that it never sets, so that no model of it runs, the
+attribute is given the default of the parameter it is passed to, in both codes (`StandIn`), and the report says so. A
+model still over `MAX_PARAMETERS` is not built. A model that runs fewer positions than the measured 1,024
 has the count that bounds them raised (`_counts_raised_to_the_measured_length`: a depth decoder's codebooks). A tiny
 model proves something about the tables only where its logits read them: a hybrid config's layers are arranged so that
 they do (`_arranged_to_read_the_tables`), and a tiny model that still reads none is verified with a note that says so.
@@ -57,10 +59,12 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -778,6 +782,79 @@ def _config_classes(cls: type) -> list[type]:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class StandIn:
+    """A value given to an attribute that a class's code reads on itself and never sets (a release's own bug: no model
+    of it runs, for anyone), taken from the default of the parameter that the attribute is passed to. It is set on the
+    class, in the original and the fixed code alike, so that what the two compare is still only the fix."""
+
+    module: str
+    owner: str  # the class that reads the attribute
+    attribute: str
+    value: Any
+    source: str  # where the value comes from: "<callable>'s <parameter>"
+
+    def give(self) -> None:
+        setattr(_import(f"{self.module}.{self.owner}"), self.attribute, self.value)
+
+    def describe(self) -> str:
+        return f"{self.owner}.{self.attribute}, read and never set, given {self.value!r} ({self.source}'s default)"
+
+
+UNSET_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def stand_in_for(cls: type, message: str) -> StandIn | None:
+    """The stand-in for the attribute that a build's error says is missing, where a class of the model's module reads it
+    on itself, never stores it, and passes it only as keywords whose parameters default to one plain value."""
+    import inspect
+
+    match = UNSET_ATTRIBUTE.search(message)
+    module = sys.modules[cls.__module__]
+    owner = getattr(module, match[1], None) if match else None
+    if not isinstance(owner, type):
+        return None
+    attribute = match[2]
+    try:
+        (tree,) = ast.parse(textwrap.dedent(inspect.getsource(owner))).body
+    except (OSError, TypeError):  # no source to read
+        return None
+    if attribute in _stored_names(tree):
+        return None
+    defaults = []  # (value, where it comes from) for each keyword that passes the attribute
+    for node in ast.walk(tree):
+        for keyword in node.keywords if isinstance(node, ast.Call) else ():
+            value = keyword.value
+            if isinstance(value, ast.Attribute) and value.attr == attribute and ast.unparse(value.value) == "self":
+                callee = getattr(module, node.func.id, None) if isinstance(node.func, ast.Name) else None
+                try:
+                    default = inspect.signature(callee).parameters[keyword.arg].default
+                except (TypeError, ValueError, KeyError):
+                    return None
+                defaults.append((default, f"{node.func.id}'s {keyword.arg}"))
+    values = [value for value, _ in defaults]
+    if not values or not isinstance(values[0], int | float | str) or values.count(values[0]) != len(values):
+        return None
+    value, source = defaults[0]
+    return StandIn(cls.__module__, owner.__name__, attribute, value, source)
+
+
+def tiny_model_with_stand_ins(cls: type, rotary_classes: Sequence[str]) -> tuple[Any, list[str], list[StandIn]]:
+    """The tiny model (`tiny_model`), with the stand-ins it needed given first (`stand_in_for`), and what it needed."""
+    stand_ins: list[StandIn] = []
+    while True:
+        try:
+            model, used = tiny_model(cls, rotary_classes)
+        except NotBuilt as error:
+            stand_in = stand_in_for(cls, str(error))
+            if stand_in is None or stand_in in stand_ins:
+                raise
+            stand_in.give()
+            stand_ins.append(stand_in)
+            continue
+        return model, [*(stand_in.describe() for stand_in in stand_ins), *used], stand_ins
+
+
 def tiny_model(cls: type, rotary_classes: Sequence[str]) -> tuple[Any, list[str]]:
     """A tiny random model of the class that runs a short sequence, with its layers arranged to read the tables of the
     named rotary classes (`_arranged_to_read_the_tables`), and the fallbacks and arrangement it needed."""
@@ -944,7 +1021,8 @@ def _measure(job: dict[str, Any], architecture: dict[str, str], dtype_keyword: s
     saved = Path(job["workdir"]) / "models" / name
     if phase == "original":
         try:
-            model, row["fallbacks"] = tiny_model(cls, architecture["rotary_classes"])
+            model, row["fallbacks"], stand_ins = tiny_model_with_stand_ins(cls, architecture["rotary_classes"])
+            row["stand_ins"] = [dataclasses.asdict(stand_in) for stand_in in stand_ins]
             row["table_influence"] = _table_influence(model, architecture["rotary_classes"])
             model.save_pretrained(saved)
         except Exception as error:
@@ -956,6 +1034,8 @@ def _measure(job: dict[str, Any], architecture: dict[str, str], dtype_keyword: s
         if "error" in original:
             return {**row, "skipped": True}
         config_class = _import(original["config_type"])
+        for stand_in in original["stand_ins"]:
+            StandIn(**stand_in).give()
     # The config is read by the class the model was built with, which may be a sub-config of `cls.config_class`.
     model, info = cls.from_pretrained(saved, config=config_class.from_pretrained(saved), output_loading_info=True)
     row["missing"], row["unexpected"] = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
