@@ -171,3 +171,29 @@ def test_a_fix_without_scopes_does_not_keep_the_next_file_from_resolving_them() 
         text = apply_fixes(original, found).text
         assert ("_torch.logaddexp" in text) is shadowed, text
         assert_same(results(original), results(text))
+
+
+def test_scopes_are_worked_out_only_where_a_name_a_fix_wrote_is_bound_in_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file whose functions bind other imported names (`np` here, as many model files do) is fixed without working
+    out scopes, which cost more than the fix; one whose function binds `torch`, which the fix writes, with them."""
+    from rope_lint.fix import apply
+
+    visits: list[bool] = []
+    visited = apply._visited
+
+    def spied(module: object, transformer: object) -> object:
+        visits.append(isinstance(transformer, apply._ScopedFixTransformer))
+        return visited(module, transformer)
+
+    monkeypatch.setattr(apply, "_visited", spied)
+    for original, expected in [
+        ("import numpy as np\nimport torch\n\n\ndef f(a, b):\n    import numpy as np\n\n"
+         "    return (a.exp() + b.exp()).log() * float(np.ones(1)[0])\n", [False]),
+        # Applied without scopes first, then again with them once the fix wrote `torch`.
+        ("import torch\n\n\ndef f(a, b, torch=None):\n    return (a.exp() + b.exp()).log()\n", [False, True]),
+    ]:  # fmt: skip
+        visits.clear()
+        found = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
+        text = apply_fixes(original, found).text
+        assert "logaddexp" in text and visits == expected, (visits, text)
+        assert_same(results(original), results(text))

@@ -25,7 +25,7 @@ from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
 from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import changed_regions, formatted_like_original
-from rope_lint.fix.names import ModuleNames, with_imports
+from rope_lint.fix.names import NOT_WORKED_OUT, ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
@@ -382,11 +382,7 @@ def _fix_chunk(
     fixed = cst.parse_module(chunk)
     applied: list[Diagnostic] = []
     if by_range:
-        adds = {d.fix.adds_import for d in diagnostics if d.fix is not None and d.fix.adds_import is not None}
-        kind = _ScopedFixTransformer if names.needs_scopes(adds) else _FixTransformer
-        transformer = kind(by_range, names)
-        fixed = MetadataWrapper(fixed, unsafe_skip_copy=True).visit(transformer)
-        applied += transformer.applied
+        fixed, applied = _fixed_in_place(fixed, by_range, names)
     if codemod_fixes:
         from rope_lint.codemods import apply_codemods
 
@@ -397,6 +393,21 @@ def _fix_chunk(
     # LibCST drops the form feeds that start a module, which are the start of this run's first line.
     lost = chunk[: len(chunk) - len(chunk.lstrip("\x0c"))]
     return lost + fixed.code.lstrip("\x0c"), applied + codemod_fixes
+
+
+def _fixed_in_place(
+    module: cst.Module, by_range: dict[Range, list[Diagnostic]], names: ModuleNames
+) -> tuple[cst.Module, list[Diagnostic]]:
+    """The findings' fixes applied to a run of statements, and the findings fixed. Without working out scopes first:
+    they cost more than the fixes, and only a module name that a scope of the file binds needs them (`ScopeNeeded`)."""
+    try:
+        return _visited(module, _FixTransformer(dict(by_range), names))
+    except ScopeNeeded:
+        return _visited(module, _ScopedFixTransformer(by_range, names))
+
+
+def _visited(module: cst.Module, transformer: _Fixes) -> tuple[cst.Module, list[Diagnostic]]:
+    return MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer), transformer.applied
 
 
 # Nodes whose body is a sequence of statements: the blocks that a finding spanning several statements lies in.
@@ -456,7 +467,8 @@ class _Fixes(cst.CSTTransformer):
         assert diagnostic.fix is not None
         self.applied.append(diagnostic)
         fixed = RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix.payload)
-        scope = self.get_metadata(ScopeProvider, placed, None) if isinstance(self, _ScopedFixTransformer) else None
+        scoped = isinstance(self, _ScopedFixTransformer)
+        scope = self.get_metadata(ScopeProvider, placed, None) if scoped else NOT_WORKED_OUT
         return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import)
 
 
@@ -467,8 +479,8 @@ class _FixTransformer(_Fixes):
 
 
 class _ScopedFixTransformer(_Fixes):
-    """Also resolves the module names a fix writes in the scope of its node: for a file where a function, class,
-    lambda or comprehension binds such a name."""
+    """Also resolves the module names a fix writes in the scope of its node: for a run of statements where a fix wrote
+    a name that a function, class, lambda or comprehension of the file binds."""
 
     METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider)
 
