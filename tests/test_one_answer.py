@@ -276,6 +276,21 @@ def test_formatting_tidying_and_copies_run_ruff_through_one_adapter(tmp_path: Pa
     assert runs == ["format", "format", "check", "check", "check", "format"]
 
 
+def test_a_region_whose_own_lines_ruff_would_reformat_is_left_as_written_without_asking_ruff_about_it(
+    tmp_path: Path, ruff_runs: list[str]
+) -> None:
+    """ruff's diff of the whole original names the lines it would change: a region on one of them is not formatted,
+    with no run of its own; a region on lines it leaves is asked about and formatted as before."""
+    from rope_lint.fix.formatting import formatted_like_original
+
+    path = tmp_path / "x.py"
+    original = "x = [1,2]\ny = 1\n\n\ndef f(a):\n    return a\n"
+    fixed = "x = [1,2,3]\ny = ( 2 )\n\n\ndef f(a):\n    return a\n"
+    expected = "x = [1,2,3]\ny = 2\n\n\ndef f(a):\n    return a\n"
+    assert formatted_like_original(path, original, fixed, [(0, 1, 0, 1), (1, 2, 1, 2)]) == expected
+    assert ruff_runs == ["format", "format", "format"]  # the whole original's diff, then y's region twice
+
+
 def test_tidying_asks_ruff_about_the_original_only_where_the_fix_has_an_import_code(
     tmp_path: Path, ruff_runs: list[str]
 ) -> None:

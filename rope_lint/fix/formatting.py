@@ -21,15 +21,22 @@ def formatted_like_original(path: Path, original: str, fixed: str, regions: list
     regions = [region for region in regions if region[1] > region[0] and region[3] > region[2]]
     if command is None or not regions or len(fixed) > ruff.LARGEST_TEXT:
         return fixed
-    # A file that ruff leaves as it is gets the whole fixed text formatted at once: ruff changes only the rewritten
-    # lines of it, and two runs cost less than two a region, a run each over the whole text.
-    if _format_range(command, path, original, 1, len(physical_lines(original))) == original:
+    # A file that ruff leaves as it is (its diff is empty) gets the whole fixed text formatted at once: ruff changes
+    # only the rewritten lines of it, and two runs cost less than two a region, a run each over the whole text.
+    arguments = ["format", "--quiet", "--diff", "--range", f"1-{len(physical_lines(original)) + 1}"]
+    diff = ruff.run_on_text(command, arguments, path, original, allowed=(0, 1))  # 1: the text would change
+    if diff == "":
         return _format_range(command, path, fixed, 1, len(physical_lines(fixed))) or fixed
+    reformatted = _removed_lines(diff or "")
     # From the bottom up, so that formatting a region moves no region still to do; past the first few, the rest stay
     # as the fix wrote them, since each region costs two runs over the whole text.
     for old_first, old_last, new_first, new_last in reversed(regions[-_MOST_REGIONS:]):
+        # Where ruff would change the original here (a line of the region itself, or else one of the statements
+        # around it, which formatting the region formats too), this project does not format like ruff.
+        if not reformatted.isdisjoint(range(old_first, old_last)):
+            continue
         if _format_range(command, path, original, old_first + 1, old_last) != original:
-            continue  # ruff would change the original here: this project does not format like ruff
+            continue
         formatted = _format_range(command, path, fixed, new_first + 1, new_last)
         if formatted is not None:
             fixed = formatted
@@ -38,6 +45,20 @@ def formatted_like_original(path: Path, original: str, fixed: str, regions: list
 
 # Regions formatted one by one in a file that ruff would change elsewhere.
 _MOST_REGIONS = 32
+
+
+def _removed_lines(diff: str) -> set[int]:
+    """The indexes of the lines that a unified diff of one text changes or removes (ruff's `format --diff`)."""
+    removed, index = set(), 0
+    for line in diff.split("\n")[2:]:  # below the two lines that name the file; a form feed splits no line
+        if line.startswith("@@ "):  # `@@ -first,count +first,count @@`, 1-based
+            index = int(line.split()[1][1:].split(",")[0]) - 1
+        elif line.startswith("-"):
+            removed.add(index)
+            index += 1
+        elif line.startswith(" "):
+            index += 1
+    return removed
 
 
 def changed_regions(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
