@@ -802,6 +802,7 @@ OLD_UNREAD = {"ClvpForCausalLM"}
 @pytest.mark.slow
 def test_old_release_every_causal_lm_with_a_changed_rotary_class_is_verified(old_acceptance: AcceptanceRun) -> None:
     assert_model_level(old_acceptance, OLD_ARCHITECTURES, OLD_UNBUILDABLE, OLD_FAILING, OLD_UNREAD)
+    assert len(OLD_ARCHITECTURES) == 12 and not OLD_UNBUILDABLE and not OLD_FAILING  # the README's "12 of 12"
     results = model_results(old_acceptance)
     stood_in = {name: detail for name, (_, _, detail) in results.items() if "read and never set" in detail}
     assert stood_in.keys() == OLD_STAND_INS.keys(), stood_in
@@ -972,6 +973,7 @@ NEW_STATED_AGREEMENTS = {
 @pytest.mark.slow
 def test_newest_release_every_causal_lm_with_a_changed_rotary_class_is_verified(new_acceptance: AcceptanceRun) -> None:
     assert_model_level(new_acceptance, NEW_ARCHITECTURES, NEW_UNBUILDABLE, NEW_FAILING, NEW_UNREAD)
+    assert len(NEW_ARCHITECTURES) == 121 and not NEW_UNBUILDABLE and not NEW_FAILING  # the README's "121 of 121"
     results = model_results(new_acceptance)
     for name, agreements in NEW_STATED_AGREEMENTS.items():
         assert AGREEMENTS.search(results[name][2]).groups() == agreements, results[name]
