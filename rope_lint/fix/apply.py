@@ -25,7 +25,7 @@ from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
 from rope_lint.files import SourceFile
 from rope_lint.fix.formatting import changed_regions, formatted_like_original
-from rope_lint.fix.names import NOT_WORKED_OUT, ModuleNames, ScopeNeeded, with_imports
+from rope_lint.fix.names import ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
@@ -468,8 +468,8 @@ class _Fixes(cst.CSTTransformer):
         self.applied.append(diagnostic)
         fixed = RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix.payload)
         scoped = isinstance(self, _ScopedFixTransformer)
-        scope = self.get_metadata(ScopeProvider, placed, None) if scoped else NOT_WORKED_OUT
-        return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import)
+        scope = self.get_metadata(ScopeProvider, placed, None) if scoped else None
+        return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import, scopes_known=scoped)
 
 
 # Two classes, neither a subclass of the other: LibCST caches a class's metadata dependencies in a class attribute,

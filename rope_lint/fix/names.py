@@ -22,13 +22,6 @@ from rope_lint.rules.analysis.context import physical_lines
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class NotWorkedOut:
-    """The scope of a fix that was applied without working scopes out (`NOT_WORKED_OUT`)."""
-
-
-NOT_WORKED_OUT = NotWorkedOut()
-
-
 class ScopeNeeded(Exception):
     """A fix applied without scopes wrote a module name that a scope of the file binds: apply it again with them."""
 
@@ -68,23 +61,26 @@ class ModuleNames:
         self.imports: set[tuple[str, str | None]] = set()  # (module, alias or None) to add
 
     def resolved(
-        self, original: cst.CSTNode, fixed: cst.CSTNode, scope: Scope | NotWorkedOut | None, adds: str | None
+        self,
+        original: cst.CSTNode,
+        fixed: cst.CSTNode,
+        scope: Scope | None,
+        adds: str | None,
+        scopes_known: bool = True,
     ) -> cst.CSTNode:
         """`fixed`, the replacement a rule's fix made for `original`, with each module name it introduced written so
         that it reaches that module from `scope`; `adds` is the module the fix asked to import where the file has none.
-        The imports this needs are added to `imports`. Raises `ScopeNeeded` where the scope was `NOT_WORKED_OUT` and a
-        name introduced is bound in a function, class, lambda or comprehension of the file: only then does the scope
-        matter, and working it out costs more than the fix."""
+        The imports this needs are added to `imports`. Without `scopes_known` (the fix was applied without working
+        them out, which costs more than the fix), raises `ScopeNeeded` where a name introduced is bound in a function,
+        class, lambda or comprehension of the file: only then does the scope matter."""
         kept = {id(node) for node in _walk(original)}
         for name in [n for n in _root_names(fixed) if id(n) not in kept]:
             meant = self.meant.get(name.value, name.value if name.value == adds else None)
             if meant is None:
                 continue  # not a module name: an operand the fix rebuilt
-            worked_out = not isinstance(scope, NotWorkedOut)
-            if not worked_out and self._bound[name.value] > len(self.module_level.get(name.value, [])):
+            if not scopes_known and self._bound[name.value] > len(self.module_level.get(name.value, [])):
                 raise ScopeNeeded(name.value)
-            # Without a scope that binds the name, it reaches what module level gives it.
-            reach = self._reach(name.value, meant, scope if worked_out else None)
+            reach = self._reach(name.value, meant, scope)
             if reach == "module" and not self.module_level.get(name.value):
                 self.imports.add((meant, None))
             if reach is None:

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
 from rope_lint.engine import map_files
+from rope_lint.rules.analysis.context import is_self_attribute
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 from rope_lint.transformers import generated
 
@@ -454,7 +455,7 @@ def _undefined_reads(members: Members, inherited: set[str]) -> set[str]:
     for code, _ in members.values():
         defined |= _stored(code)
         for node in ast.walk(code):
-            if _is_self_attribute(node) and isinstance(node.ctx, ast.Load):
+            if is_self_attribute(node) and isinstance(node.ctx, ast.Load):
                 read.add(node.attr)
             elif (name := _read_by_name(node)) is not None:
                 read.add(name)
@@ -476,7 +477,7 @@ def _stored(code: ast.AST) -> set[str]:
     """The attributes that `code` defines on `self`: assigned, registered, or set through `setattr`."""
     stored = set()
     for node in ast.walk(code):
-        if _is_self_attribute(node) and not isinstance(node.ctx, ast.Load):
+        if is_self_attribute(node) and not isinstance(node.ctx, ast.Load):
             stored.add(node.attr)
         elif isinstance(node, ast.Call) and node.args:
             func, first = node.func, node.args[0]
@@ -486,10 +487,6 @@ def _stored(code: ast.AST) -> set[str]:
             if (registers or sets) and isinstance(name, ast.Constant) and isinstance(name.value, str):
                 stored.add(name.value)
     return stored
-
-
-def _is_self_attribute(node: ast.AST) -> bool:
-    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _defined_by_bases(cls: ast.ClassDef, view: TreeView, path: str) -> set[str]:

@@ -69,6 +69,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rope_lint.rules.analysis.context import is_self_attribute
 from rope_lint.rules.analysis.rotary import ClassFacts, rotary_class_names
 
 VERIFIED, FAILED, UNBUILDABLE = "verified", "failed", "unbuildable"
@@ -174,7 +175,7 @@ def _stored_names(cls: ast.ClassDef) -> Iterator[str]:
     """What a class stores on itself: `self.x = ...`, `register_buffer("x", ...)`, `setattr(self, "x", ...)`."""
     for node in ast.walk(cls):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            if isinstance(node.value, ast.Name) and node.value.id == "self":
+            if is_self_attribute(node):
                 yield node.attr
         elif isinstance(node, ast.Call):
             function = node.func
@@ -825,7 +826,7 @@ def stand_in_for(cls: type, message: str) -> StandIn | None:
     for node in ast.walk(tree):
         for keyword in node.keywords if isinstance(node, ast.Call) else ():
             value = keyword.value
-            if isinstance(value, ast.Attribute) and value.attr == attribute and ast.unparse(value.value) == "self":
+            if is_self_attribute(value) and value.attr == attribute:
                 callee = getattr(module, node.func.id, None) if isinstance(node.func, ast.Name) else None
                 try:
                     default = inspect.signature(callee).parameters[keyword.arg].default
