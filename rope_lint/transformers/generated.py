@@ -278,20 +278,20 @@ class Outline(NamedTuple):
 
 # Outlines by a digest of the text (holding the texts took 25 MB): the origins of a whole tree's generated files share
 # a few files (Llama's modeling file, a model's modular source), and the regeneration check reads what the fix read.
-# Parsing the same texts again for each was a third of the whole-file parses of a fix of the 5.24.0 package.
+# Parsing the same texts again for each took nearly half the whole-file parses' time in a fix of the 5.24.0 package.
 _OUTLINES: dict[bytes, Outline | None] = {}
-_KEPT_OUTLINES = 2048  # about 10 kB each: the oldest go first
+_KEPT_OUTLINES = 512  # about 10 kB each; more raised the fix's peak memory
 
 
 def outline(text: str, parse: Callable[[str], ast.Module | None] = parsed_once) -> Outline | None:
     """The text's outline, or None where it does not parse; `parse` parses it the first time (`parsed_text` keeps
     the tree too)."""
     digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
-    if digest not in _OUTLINES:
-        if len(_OUTLINES) >= _KEPT_OUTLINES:
-            del _OUTLINES[next(iter(_OUTLINES))]
-        _OUTLINES[digest] = _outlined(parse(text))
-    return _OUTLINES[digest]
+    found = _OUTLINES.pop(digest) if digest in _OUTLINES else _outlined(parse(text))
+    _OUTLINES[digest] = found  # the last read last: the least recently read go first
+    if len(_OUTLINES) > _KEPT_OUTLINES:
+        del _OUTLINES[next(iter(_OUTLINES))]
+    return found
 
 
 def _outlined(tree: ast.Module | None) -> Outline | None:
