@@ -253,37 +253,3 @@ def test_an_import_added_to_a_modular_source_moves_the_gap_of_the_files_it_gener
     assert result.returncode == 0, result.stdout + result.stderr
     assert first_lines(processing, 3) == ["# Copyright (the fixture's own).", "", "import math"]
     assert processing.read_text().replace("own).\n\nimport", "own).\nimport") == before
-
-
-def test_the_regeneration_check_reads_the_outlines_that_the_origin_lookups_made(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A fix looks up where each statement of a generated file is written (its modular source, a parent model's
-    file), then checks that regeneration gives the fixed file back: the files the first read are not parsed again for
-    the second (issue 21: a third of a fix's whole-file parses of the 5.24.0 package were the same texts again)."""
-    package = tree(tmp_path, ("alpha", "beta"))
-    generated_file = package / "models" / "beta" / "modeling_beta.py"
-    text = generated_file.read_text()
-    line = text.splitlines().index("        steps = torch.arange(hidden_states.shape[1]).type_as(self.inv_freq)") + 1
-    found = generated.origin(generated_file, text, line)
-    # Not in beta's modular source: pulled in from alpha's class, which the lookup read too.
-    assert (
-        found is not None
-        and found.path.endswith("modeling_alpha.py")
-        and found.inherited_from == "AlphaRotaryEmbedding"
-    )
-    parsed: list[str] = []
-    parse = ast.parse
-    monkeypatch.setattr(ast, "parse", lambda source, *args, **options: parsed.append(source) or parse(source))
-    view = regeneration.TreeView({})
-    outlines = [
-        view.outline(str(package / "models" / name))
-        for name in ("beta/modeling_beta.py", "beta/modular_beta.py", "alpha/modeling_alpha.py")
-    ]
-    assert all(outlines) and "BetaRotaryEmbedding" in outlines[0].definitions
-    assert parsed == []
-    # A text that no lookup read is parsed for its outline, once for every view.
-    unread = package / "models" / "alpha" / "helpers.py"
-    unread.write_text("class AlphaHelper:\n    pass\n")
-    assert regeneration.TreeView({}).outline(str(unread)) == view.outline(str(unread))
-    assert parsed == [unread.read_text()]

@@ -9,14 +9,12 @@ from the parent with the model's name put in. An edit to a generated file only l
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 import re
 from array import array
 from collections import namedtuple
 from collections.abc import Callable
 from functools import lru_cache
-from typing import NamedTuple
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
@@ -32,6 +30,7 @@ _BANNER = _BANNER_TEXT + r" (\S*?modular_\w+\.py)"
 _BANNER_SPAN = 2048  # the banner is the file's first comment block
 _CAMEL_BOUNDARY = r"(?<=[a-z0-9])(?=[A-Z])"
 DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
 
 
 class Origin(namedtuple("Origin", ("path", "line", "inherited_from", "via"), defaults=(None, ()))):
@@ -78,24 +77,23 @@ def origin(path: FilePath, text: str, line: int) -> Origin | None:
     if modular is None:
         return None
     statement = text.splitlines()[line - 1].strip()
-    # The generated file's tree is kept (`parsed_text`): its fix parses it next.
-    enclosing = _enclosing_definition(outline(text, parsed_text), line)
-    source = _outline(modular)
-    if source is None:
+    enclosing = _enclosing_definition(text, line)
+    tree = _parse(modular)
+    if tree is None:
         return Origin(modular, None)
-    span = source.definitions.get(enclosing[0]) if enclosing else None
-    if span is not None:
-        found = _find_line(modular, statement, span)
+    node = _definition(modular, enclosing.name) if enclosing else None
+    if node is not None:
+        found = _find_line(modular, statement, node)
         if found:
             return Origin(modular, found)
-        return _from_parents(modular, source.imports, list(span.bases or ()), statement) or Origin(modular, span.line)
+        bases = [base.id for base in node.bases if isinstance(base, ast.Name)] if isinstance(node, ast.ClassDef) else []
+        return _from_parents(modular, tree, bases, statement) or Origin(modular, node.lineno)
     if enclosing is not None:
         # Not in the source at all: the generator copied it from a parent model, a class with the model's name put
         # in, a function as it was.
-        name, enclosing_span = enclosing
-        kind = same_kind(name, modular, source.imports) if enclosing_span.bases is not None else [name]
-        return _from_parents(modular, source.imports, kind, statement) or Origin(modular, None)
-    return Origin(modular, _find_line(modular, statement, None))
+        kind = same_kind(enclosing.name, modular, tree) if isinstance(enclosing, ast.ClassDef) else [enclosing.name]
+        return _from_parents(modular, tree, kind, statement) or Origin(modular, None)
+    return Origin(modular, _find_line(modular, statement, tree))
 
 
 def annotated(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
@@ -164,17 +162,10 @@ def inherited_classes(path: FilePath, text: str, name: str) -> list[str]:
     parents = parent_files(modular, tree)
     found = []
     for base in own.bases if own else []:
-        if isinstance(base, ast.Name) and base.id in parents:
-            parent = _class_named(_parse(parents[base.id]), base.id)
-            if parent is not None:
-                found.append(source_segment(file_text(parents[base.id]), parent))
+        node = _definition(parents[base.id], base.id) if isinstance(base, ast.Name) and base.id in parents else None
+        if isinstance(node, ast.ClassDef):
+            found.append(source_segment(file_text(parents[base.id]), node))
     return found
-
-
-def _class_named(tree: ast.Module | None, name: str) -> ast.ClassDef | None:
-    """The first top-level definition `name` of `tree`, where that is a class."""
-    node = next((n for n in tree.body if isinstance(n, DEFINITIONS) and n.name == name), None) if tree else None
-    return node if isinstance(node, ast.ClassDef) else None
 
 
 def source_segment(text: str, node: ast.AST) -> str:
@@ -251,91 +242,27 @@ parsed_text = lru_cache(maxsize=64)(parsed_once)
 
 
 def release_caches() -> None:
-    """Drop the cached syntax trees and lines: after a fix's map they are not read again, and hold 70 MB. The outlines
-    stay: the regeneration check reads them next."""
+    """Drop the cached syntax trees and lines: after a fix's map they are not read again, and hold 70 MB."""
     parsed_text.cache_clear()
     _lines.cache_clear()
-
-
-class Span(NamedTuple):
-    """Where a top-level definition lies in its file (1-based lines)."""
-
-    first: int  # its first decorator's line, or `line`
-    line: int  # the `def` or `class` line
-    end: int
-    bases: tuple[str, ...] | None  # a class's bases that are plain names; None for a function
-
-
-class Outline(NamedTuple):
-    """What is read of a whole file to find where a generated file's code comes from, and what regeneration gives
-    back: its top-level definitions and its `from` imports. A definition's code is parsed on its own where it is read:
-    a whole tree's syntax trees held at once took a gigabyte."""
-
-    spans: tuple[tuple[str, Span], ...]  # every top-level definition, by name, in the file's order
-    definitions: dict[str, Span]  # the first definition of each name
-    imports: ast.Module  # the top-level `from ... import` statements of other models' modules, for `parent_files`
-
-
-# Outlines by a digest of the text (holding the texts took 25 MB): the origins of a whole tree's generated files share
-# a few files (Llama's modeling file, a model's modular source), and the regeneration check reads what the fix read.
-# Parsing the same texts again for each took nearly half the whole-file parses' time in a fix of the 5.24.0 package.
-_OUTLINES: dict[bytes, Outline | None] = {}
-_KEPT_OUTLINES = 512  # about 10 kB each; more raised the fix's peak memory
-
-
-def outline(text: str, parse: Callable[[str], ast.Module | None] = parsed_once) -> Outline | None:
-    """The text's outline, or None where it does not parse; `parse` parses it the first time (`parsed_text` keeps
-    the tree too)."""
-    digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
-    found = _OUTLINES.pop(digest) if digest in _OUTLINES else _outlined(parse(text))
-    _OUTLINES[digest] = found  # the last read last: the least recently read go first
-    if len(_OUTLINES) > _KEPT_OUTLINES:
-        del _OUTLINES[next(iter(_OUTLINES))]
-    return found
-
-
-def _outlined(tree: ast.Module | None) -> Outline | None:
-    if tree is None:
-        return None
-    spans = []
-    for node in tree.body:
-        if isinstance(node, DEFINITIONS):
-            first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
-            bases = (
-                tuple(b.id for b in node.bases if isinstance(b, ast.Name)) if isinstance(node, ast.ClassDef) else None
-            )
-            spans.append((node.name, Span(first, node.lineno, node.end_lineno or node.lineno, bases)))
-    definitions: dict[str, Span] = {}
-    for name, span in spans:
-        definitions.setdefault(name, span)
-    # Only the imports that can name another model's module (`..llama.modeling_llama`): a whole tree's others took
-    # 25 MB.
-    imports = [
-        node
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.level != 1 and node.module and "." in node.module
-    ]
-    return Outline(tuple(spans), definitions, ast.Module(imports, []))
 
 
 def _parse(path: str) -> ast.Module | None:
     return parsed_text(file_text(path))
 
 
-def _outline(path: str) -> Outline | None:
-    return outline(file_text(path), parsed_text)
+def _enclosing_definition(text: str, line: int) -> Definition | None:
+    tree = parsed_text(text)
+    for node in tree.body if tree else []:
+        if isinstance(node, DEFINITIONS) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return node
+    return None
 
 
-def _enclosing_definition(found: Outline | None, line: int) -> tuple[str, Span] | None:
-    """The top-level definition that holds `line`, by name."""
-    return next(((name, span) for name, span in found.spans if span.line <= line <= span.end), None) if found else None
-
-
-def _find_line(path: str, statement: str, span: Span | None) -> int | None:
-    """The first line of the definition at `span` (of the whole file where None) whose text, stripped, is
-    `statement`."""
+def _find_line(path: str, statement: str, node: ast.AST) -> int | None:
+    """The first line within `node` whose text, stripped, is `statement`."""
     lines = file_text(path).splitlines()
-    first, last = (span.line, span.end) if span else (1, len(lines))
+    first, last = getattr(node, "lineno", 1), getattr(node, "end_lineno", None) or len(lines)
     for number in range(first, last + 1):
         if lines[number - 1].strip() == statement:
             return number
@@ -382,15 +309,14 @@ def same_kind(
     return []
 
 
-def _from_parents(modular: str, imports: ast.Module, bases: list[str], statement: str) -> Origin | None:
-    parents = parent_files(modular, imports)
+def _from_parents(modular: str, tree: ast.Module, bases: list[str], statement: str) -> Origin | None:
+    parents = parent_files(modular, tree)
     files = set(parents.values())
     for base in bases:
         # An imported base is looked up in its file; what the generator pulled in, in every parent file.
         for path in [parents[base]] if base in parents else sorted(files):
-            parent = _outline(path)
-            span = parent.definitions.get(base) if parent else None
-            found = _find_line(path, statement, span) if span else None
+            node = _definition(path, base)
+            found = _find_line(path, statement, node) if node else None
             if found:
                 # A generated parent got the statement from its own origin: follow it there.
                 deeper = origin(path, file_text(path), found)
@@ -402,8 +328,13 @@ def _from_parents(modular: str, imports: ast.Module, bases: list[str], statement
 
 
 def _class_names(path: str) -> list[str]:
-    found = _outline(path)
-    return [name for name, span in found.spans if span.bases is not None] if found else []
+    tree = _parse(path)
+    return [node.name for node in tree.body if isinstance(node, ast.ClassDef)] if tree else []
+
+
+def _definition(path: str, name: str) -> Definition | None:
+    tree = _parse(path)
+    return next((n for n in tree.body if isinstance(n, DEFINITIONS) and n.name == name), None) if tree else None
 
 
 def _folders_above(path: str) -> list[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import hashlib
 import os
 import re
 from array import array
@@ -61,14 +62,56 @@ class Violation:
         return Diagnostic(_shown(self.path), REGENERATION_DIFFERS, "regeneration-differs", message, position, position)
 
 
+class Span(NamedTuple):
+    """Where a top-level definition lies in its file (1-based lines)."""
+
+    first: int  # its first decorator's line, or `line`
+    line: int  # the `def` or `class` line
+    end: int
+    bases: tuple[str, ...] | None  # a class's bases that are plain names; None for a function
+
+
+class Outline(NamedTuple):
+    """What the check reads of a whole file: its top-level definitions by name (the first of a name) and its `from`
+    imports. A file's definitions are parsed one at a time when the check reads them: a whole tree's syntax trees
+    held at once took a gigabyte."""
+
+    definitions: dict[str, Span]
+    imports: ast.Module  # the top-level `from ... import` statements of other models' modules, for `parent_files`
+
+
+def outline(text: str) -> Outline | None:
+    """The text's outline, or None where it does not parse."""
+    tree = generated.parsed_once(text)
+    if tree is None:
+        return None
+    definitions: dict[str, Span] = {}
+    for node in tree.body:
+        if isinstance(node, generated.DEFINITIONS) and node.name not in definitions:
+            first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+            bases = (
+                tuple(b.id for b in node.bases if isinstance(b, ast.Name)) if isinstance(node, ast.ClassDef) else None
+            )
+            definitions[node.name] = Span(first, node.lineno, node.end_lineno or node.lineno, bases)
+    # Only the imports that can name another model's module (`..llama.modeling_llama`): a whole tree's others took
+    # 25 MB.
+    imports = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.level != 1 and node.module and "." in node.module
+    ]
+    return Outline(definitions, ast.Module(imports, []))
+
+
 class TreeView:
     """A transformers tree as it is on disk, but for the files in `texts` (resolved paths): the tree before a fix
-    (original texts) or after it (fixed texts not written yet). Outlines are the process's (`generated.outline`), so
-    that a file that the fix left alone is parsed once for both views, and one that the fix read not again."""
+    (original texts) or after it (fixed texts not written yet). `outlines` (by the text's digest) is shared by the
+    views of one check, so that a file that the fix left alone is parsed once for both."""
 
-    def __init__(self, texts: dict[str, str]) -> None:
+    def __init__(self, texts: dict[str, str], outlines: dict[bytes, Outline | None]) -> None:
         self.texts = texts
-        self._outline_of: dict[str, generated.Outline | None] = {}
+        self._outlines = outlines
+        self._outline_of: dict[str, Outline | None] = {}
         self._definitions: dict[tuple[str, str], ast.stmt | None] = {}
         self._line_starts: dict[str, array[int]] = {}
         self.renamed: dict[tuple[str, ...], ast.stmt | None] = {}  # parent definitions as renamed for a child
@@ -78,10 +121,15 @@ class TreeView:
         real = os.path.realpath(path)
         return self.texts[real] if real in self.texts else generated.file_text(real)
 
-    def outline(self, path: str) -> generated.Outline | None:
+    def outline(self, path: str) -> Outline | None:
         real = os.path.realpath(path)
         if real not in self._outline_of:
-            self._outline_of[real] = generated.outline(self.text(real))
+            text = self.text(real)
+            # Shared by a digest of the text, not the text itself: a whole tree's texts held took 25 MB.
+            digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+            if digest not in self._outlines:
+                self._outlines[digest] = outline(text)
+            self._outline_of[real] = self._outlines[digest]
         return self._outline_of[real]
 
     def definition(self, path: str, name: str) -> ast.stmt | None:
@@ -96,7 +144,7 @@ class TreeView:
             self._definitions[(real, name)] = node
         return self._definitions[(real, name)]
 
-    def span(self, path: str, name: str) -> generated.Span | None:
+    def span(self, path: str, name: str) -> Span | None:
         """Where the first top-level definition `name` of `path` lies, or None."""
         found = self.outline(path)
         return found.definitions.get(name) if found else None
@@ -111,7 +159,7 @@ class TreeView:
             self._normal[id(node)] = (node, _normal(node))
         return self._normal[id(node)][1]
 
-    def segment(self, path: str, span: generated.Span) -> str:
+    def segment(self, path: str, span: Span) -> str:
         """The code of a top-level definition of `path`, from its `def` or `class` line on, without parsing it."""
         return self._between(path, span.line, span.end)
 
@@ -128,7 +176,8 @@ class TreeView:
 def violations(before: dict[str, str], after: dict[str, str]) -> list[Violation]:
     """What the fix that turned each file of `before` (resolved path: text) into its text in `after` broke of
     regeneration: every generated file that changed, or whose modular source changed, is checked."""
-    old, new = TreeView(before), TreeView(after)
+    outlines: dict[bytes, Outline | None] = {}
+    old, new = TreeView(before, outlines), TreeView(after, outlines)
     changed = [path for path in after if before.get(path) != after[path]]
     # Each file on its own, over all cores: the views' caches are a process's own, and a file's answer is its own.
     checked = map_files(partial(_file_violations, old=old, new=new), sorted(_generated_files(changed, new)))
