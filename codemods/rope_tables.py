@@ -196,8 +196,8 @@ def _visited(
     tree: cst.Module, transformer: cst.CSTTransformer, may_change: Callable[[cst.BaseStatement], bool]
 ) -> cst.Module:
     """`tree.visit(transformer)`, for a transformer that changes nothing in a top-level statement where `may_change`
-    says so: those are kept as they are, unvisited. A LibCST visit builds every node it passes anew, and most of a run
-    of statements is not a rotary class: visiting all of it was a tenth of a fix of the whole 5.24.0 package."""
+    says so: those are kept as they are, unvisited, since a LibCST visit builds every node it passes anew. In a fix of
+    the whole 5.24.0 package, a quarter of the lines that the two visits passed over could not change."""
     body: list[cst.BaseStatement] = []
     for statement in tree.body:
         visited = statement.visit(transformer) if may_change(statement) else statement
@@ -263,8 +263,8 @@ def _parsed_class(code: str) -> cst.Module | None:
         return None
 
 
-# Kept, as `_inherited_tables` is: a parent model's class is read for every class that copies or inherits it, and a
-# whole tree's are a few hundred names.
+# Kept, as `_inherited_tables` is: a parent model's class is read for every class that copies or inherits it, and what
+# is kept of a whole tree is a few hundred sets of names.
 @functools.lru_cache(maxsize=256)
 def _persistent_buffers(code: str) -> frozenset[str]:
     """The tables that `code` (a class, as written or as rewritten) keeps as persistent buffers under literal names."""
