@@ -64,7 +64,7 @@ import ast
 import builtins
 import functools
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import libcst as cst
@@ -114,11 +114,9 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
             classes = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
         # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
         construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
-        table_stores = _TableStores(kept, rotary_names - movable, movable)
-        tree = _visited(tree, table_stores, lambda statement: _may_store_tables(statement, movable))
-        inherited_tables = {name: _inherited_tables(tuple(inherited[name])) for name in movable}
-        rewrite = _RotaryClassRewrite(movable, inherited_tables, construction)
-        tree = _visited(tree, rewrite, lambda statement: _holds_class(statement, movable))
+        tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))
+        inherited_tables = {name: _inherited_tables(inherited[name]) for name in movable}
+        tree = tree.visit(_RotaryClassRewrite(movable, inherited_tables, construction))
         return tree.visit(_TablesOfModuleFunctions())
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -192,27 +190,6 @@ def _parsed_classes(module: cst.Module, names: set[str]) -> dict[str, ast.ClassD
     }
 
 
-def _visited(
-    tree: cst.Module, transformer: cst.CSTTransformer, may_change: Callable[[cst.BaseStatement], bool]
-) -> cst.Module:
-    """`tree.visit(transformer)`, for a transformer that changes nothing in a top-level statement where `may_change`
-    says so: those are kept as they are, unvisited, since a LibCST visit builds every node it passes anew. In a fix of
-    the whole 5.24.0 package, a quarter of the lines that the two visits passed over could not change."""
-    body: list[cst.BaseStatement] = []
-    for statement in tree.body:
-        visited = statement.visit(transformer) if may_change(statement) else statement
-        if isinstance(visited, cst.FlattenSentinel):
-            body.extend(visited.nodes)
-        elif not isinstance(visited, cst.RemovalSentinel):
-            body.append(visited)
-    return tree.with_changes(body=body)
-
-
-def _holds_class(statement: cst.CSTNode, names: set[str]) -> bool:
-    """Whether `statement` is or holds a class of one of `names`."""
-    return any(isinstance(cls, cst.ClassDef) and cls.name.value in names for cls in findall(statement, m.ClassDef()))
-
-
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
@@ -263,14 +240,11 @@ def _parsed_class(code: str) -> cst.Module | None:
         return None
 
 
-# Kept, as `_inherited_tables` is: a parent model's class is read for every class that copies or inherits it, and what
-# is kept of a whole tree is a few hundred sets of names.
-@functools.lru_cache(maxsize=256)
-def _persistent_buffers(code: str) -> frozenset[str]:
+def _persistent_buffers(code: str) -> set[str]:
     """The tables that `code` (a class, as written or as rewritten) keeps as persistent buffers under literal names."""
     module = _parsed_class(code)
     if module is None:
-        return frozenset()
+        return set()
     names = set()
     for call in findall(module, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer")))):
         assert isinstance(call, cst.Call)
@@ -281,7 +255,7 @@ def _persistent_buffers(code: str) -> frozenset[str]:
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if _buffer(assign.value)[1]:
             names.add(assign.targets[0].target.attr.value)
-    return frozenset(name for name in names if is_table_name(name) and not name.endswith(_FP32_SUFFIX))
+    return {name for name in names if is_table_name(name) and not name.endswith(_FP32_SUFFIX)}
 
 
 class _TableStores(cst.CSTTransformer):
@@ -408,23 +382,6 @@ class _TableStores(cst.CSTTransformer):
                 ],
             )
         )
-
-
-def _may_store_tables(statement: cst.CSTNode, movable: set[str]) -> bool:
-    """Whether steps 1 and 2 (`_TableStores`) can change anything in `statement`: it holds a class whose tables move
-    (whose other buffers go to the default device), registers a buffer under a table's name, calls `setattr`, or
-    assigns a `self.<table>`."""
-    if _holds_class(statement, movable):
-        return True
-    for node in findall(statement, m.Call() | m.Assign()):
-        if isinstance(node, cst.Call):
-            if m.matches(node.func, m.Name("setattr")):
-                return True
-            if _registers_buffer(node) and is_table_name(_string_value(node.args[0].value) or ""):
-                return True
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and _is_table(node.targets[0].target):
-            return True
-    return False
 
 
 def _holds_tensor(call: cst.Call) -> bool:
@@ -656,7 +613,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
     def __init__(
         self,
         rotary: set[str],
-        inherited: dict[str, tuple[frozenset[str], frozenset[str]]],
+        inherited: dict[str, tuple[set[str], set[str]]],
         construction: dict[str, set[str]],
     ) -> None:
         super().__init__()
@@ -682,7 +639,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
             self.construction = self.constructions[node.name.value]
             tables, persistent = self.inherited.get(node.name.value, (set(), set()))
             self.tables = _construction_tables(node, self.construction) | tables
-            self.persistent = set(persistent) | {
+            self.persistent = persistent | {
                 name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)
             }
             parsed = next(cls for cls in ast.parse(textwrap.dedent(_code(node))).body if isinstance(cls, ast.ClassDef))
@@ -907,8 +864,7 @@ def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
     return tables
 
 
-@functools.lru_cache(maxsize=256)
-def _inherited_tables(codes: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+def _inherited_tables(codes: list[str]) -> tuple[set[str], set[str]]:
     """The tables that the construction of the classes `codes` stores, and those they keep as persistent buffers (read
     through their float32 copy once rewritten): what a class that inherits from them reads."""
     tables: set[str] = set()
@@ -921,7 +877,7 @@ def _inherited_tables(codes: tuple[str, ...]) -> tuple[frozenset[str], frozenset
             if isinstance(cls, cst.ClassDef):
                 tables |= _construction_tables(cls, _construction_methods(cls))
         persistent |= _persistent_buffers(code)
-    return frozenset(tables | {name + _FP32_SUFFIX for name in persistent}), frozenset(persistent)
+    return tables | {name + _FP32_SUFFIX for name in persistent}, persistent
 
 
 def _construction_methods(cls: cst.ClassDef) -> set[str]:
