@@ -30,7 +30,12 @@ from rope_lint.rules.analysis.context import FunctionNode, physical_lines
 # embeddings, `inv_freq`, cos/sin or a complex exponential can hold a class worth probing, and importing the rest
 # costs time.
 _MENTIONS_TORCH = re.compile(rb"^\s*(?:import torch|from torch)", re.MULTILINE)
-_MENTIONS_ROTARY = re.compile(rb"inv_freq|rotary|\b(?:cos|sin|polar)\b|\b1j\b", re.IGNORECASE)
+# Those mentions, in lowercased bytes: anywhere, or as whole words. A word is searched for as `word\b`, whose literal
+# start the regex engine finds fast, and its start is checked after: one pattern for all of them, `\b(?:cos|...)\b`,
+# is tried at every byte and scanned transformers 5.24.0's files 12 times slower (2.7 s of a 38 s probe).
+_ROTARY_STRINGS = (b"inv_freq", b"rotary")
+_ROTARY_WORDS = tuple(re.compile(rb"%s\b" % word) for word in (b"cos", b"sin", b"polar", b"1j"))
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_")
 # Model libraries (transformers and its kin) keep their torch models in `modeling_*.py`; in a package that
 # follows the convention, the other modules (conversion scripts, tokenizers, modular sources) are not walked.
 # A package whose `modeling_*` modules hold no rotary code (diffusers' are base classes and outputs) does not
@@ -471,13 +476,26 @@ def _might_hold_rotary_class(path: Path) -> bool:
         source = path.read_bytes()
     except OSError:
         return True  # let the import report the problem
-    return bool(_MENTIONS_TORCH.search(source) and _MENTIONS_ROTARY.search(source))
+    return bool(_MENTIONS_TORCH.search(source)) and _mentions_rotary(source.lower())
+
+
+def _mentions_rotary(text: bytes) -> bool:
+    """Whether lowercased source mentions `inv_freq` or `rotary`, or cos, sin, polar or 1j as whole words."""
+    if any(string in text for string in _ROTARY_STRINGS):
+        return True
+    starts = (found.start() for word in _ROTARY_WORDS for found in word.finditer(text))
+    return any(start == 0 or text[start - 1] not in _WORD_BYTES for start in starts)
 
 
 def _package_modules(directory: Path, package: str) -> list[str]:
-    modules = [(name, path) for name, path in _walk_package_files(directory, package) if _might_hold_rotary_class(path)]
-    modeling = [(name, path) for name, path in modules if path.name.startswith(_MODELING_PREFIX)]
-    return [name for name, _ in (modeling or modules)]
+    files = _walk_package_files(directory, package)
+    modeling = [(name, path) for name, path in files if path.name.startswith(_MODELING_PREFIX)]
+    others = [(name, path) for name, path in files if not path.name.startswith(_MODELING_PREFIX)]
+    # The modeling modules first: where one of them may hold a rotary class, the others are not read at all.
+    for group in (modeling, others):
+        if found := [name for name, path in group if _might_hold_rotary_class(path)]:
+            return found
+    return []
 
 
 def _import_into(discovery: Discovery, module_name: str) -> None:

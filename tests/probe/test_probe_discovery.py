@@ -236,6 +236,27 @@ def test_a_package_whose_modeling_modules_hold_no_rotary_code_is_walked_whole(pr
     assert (item["found_by"], item["measured"], item["textbook"]) == ("computation", True, "agrees")
 
 
+@pytest.mark.parametrize(
+    ("source", "imported"),
+    [
+        (b"import torch\nx = torch.cos(t)\n", True),
+        (b"from torch import nn\nx = COS\n", True),  # any case
+        (b"import torch\nx = a.sin\n", True),
+        (b"import torch\nx = 1j * t\n", True),
+        (b"import torch\nself.register_buffer('inv_freq_cached', f)\n", True),  # a string anywhere
+        (b"import torch\nclass NotRotaryEmbedding: ...\n", True),
+        (b"import torch\n# cosine, using, since: no whole word\n", False),
+        (b"import torch\nx = 11j + cos_a + _sin\n", False),
+        (b"import numpy\nx = cos(t)\n", False),  # no torch
+    ],
+)
+def test_a_package_walk_imports_the_modules_that_use_torch_and_mention_rotary_math(tmp_path, source, imported):
+    from rope_lint.probe import discover
+
+    (tmp_path / "module.py").write_bytes(source)
+    assert discover._might_hold_rotary_class(tmp_path / "module.py") is imported
+
+
 BLOCKS_SOURCE = '''import torch
 
 
