@@ -6,6 +6,7 @@ must not run it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -233,7 +234,10 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
 
 
 def map_files(
-    work: Callable[[Item], T], files: list[Item], processes: int | None = None, items_per_process: int | None = None
+    work: Callable[[Item], T],
+    files: Iterable[Item],
+    processes: int | None = None,
+    items_per_process: int | None = None,
 ) -> list[T]:
     """`work` on every file (or other item: the probe's classes), spread over `processes` processes (one per core by
     default) when there are enough items to repay the start-up. With `items_per_process`, each forked process takes
@@ -241,20 +245,27 @@ def map_files(
     not raise the next items' peaks (the probe's classes: large tables of many sizes). Where there is no fork, a pool
     of long-lived processes takes them all.
 
+    `files` may be an iterator that finds its items while the first are worked on (the probe's classes, module by
+    module): a forked process of `items_per_process` items starts once they are found. A run without those forks
+    takes every item first, so that work in this process never comes between the finding of two items.
+
     `work` must be picklable: a module-level function, or a `functools.partial` of one; so must its results.
     """
     processes = processes or os.cpu_count() or 1
-    if len(files) < LARGE_RUN or processes < 2:
-        return [work(path) for path in files]
+    items = iter(files)
+    first = list(itertools.islice(items, LARGE_RUN))
+    if len(first) < LARGE_RUN or processes < 2:
+        return [work(path) for path in [*first, *items]]
+    if hasattr(os, "fork") and items_per_process:
+        return _fresh_forks_map(work, itertools.chain(first, items), processes, items_per_process)
+    every = [*first, *items]
     if hasattr(os, "fork"):
-        if items_per_process:
-            return _fresh_forks_map(work, files, processes, items_per_process)
-        return _forked_map(work, files, processes)
+        return _forked_map(work, every, processes)
     from concurrent.futures import ProcessPoolExecutor  # where there is no fork: Windows
 
-    chunk = max(1, len(files) // (processes * 32))  # small enough that a slow file at the end does not idle a core
+    chunk = max(1, len(every) // (processes * 32))  # small enough that a slow file at the end does not idle a core
     with ProcessPoolExecutor(max_workers=processes) as pool:
-        return list(pool.map(work, files, chunksize=chunk))
+        return list(pool.map(work, every, chunksize=chunk))
 
 
 def _forked_map(work: Callable[[Item], T], files: list[Item], processes: int) -> list[T]:
@@ -293,15 +304,26 @@ def _indexed(work: Callable[[Item], T], item: tuple[int, Item]) -> tuple[int, T]
     return index, work(file)
 
 
-def _fresh_forks_map(work: Callable[[Item], T], files: list[Item], processes: int, items_per_process: int) -> list[T]:
-    """`work` on `files` in forked children of `items_per_process` files each, `processes` of them at a time; this
-    process only starts them and collects their results, in order (the children end in about the order they start)."""
-    chunks = [files[start : start + items_per_process] for start in range(0, len(files), items_per_process)]
-    running = [_forked(work, chunk) for chunk in chunks[:processes]]
+def _fresh_forks_map(
+    work: Callable[[Item], T], files: Iterator[Item], processes: int, items_per_process: int
+) -> list[T]:
+    """`work` on `files` in forked children of `items_per_process` files each, `processes` of them at a time, each
+    started once its files are found; this process only finds the files, starts the children and collects their
+    results, in order (the children end in about the order they start). A failure to find the next files (a
+    probe's target that names nothing) kills the children first."""
+    running: list[tuple[int, int]] = []
     results: list[T] = []
-    for waiting in chunks[processes:]:
-        results += _results_of(running.pop(0))
-        running.append(_forked(work, waiting))
+    try:
+        while chunk := list(itertools.islice(files, items_per_process)):
+            if len(running) == processes:
+                results += _results_of(running.pop(0))
+            running.append(_forked(work, chunk))
+    except BaseException:
+        for pid, read in running:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read)
+        raise
     for child in running:
         results += _results_of(child)
     return results

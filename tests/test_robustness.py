@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -416,3 +418,41 @@ def test_a_large_run_spread_over_processes_keeps_the_order_and_raises_a_workers_
         assert max(by_process.values()) == items_per_process
     with pytest.raises(ValueError, match="cannot handle f7"):  # whichever process took f7
         map_files(_name_or_fail, files, 2, items_per_process)
+
+
+def _name_and_found(found: list[str], path: Path) -> tuple[str, int]:
+    return path.name, len(found)
+
+
+def test_fresh_processes_start_while_their_items_are_still_being_found(monkeypatch) -> None:
+    """An iterator's items (the probe's classes, found module by module): a process of 5 starts once its 5 are found,
+    and where the next items cannot be found, the processes running are killed and waited for before the error."""
+    found: list[str] = []
+
+    def finding(count: int, failing: bool = False) -> Iterator[Path]:
+        for index in range(count):
+            found.append(f"f{index}")
+            yield Path(f"f{index}")
+        if failing:
+            raise ValueError("no such target")
+
+    total = LARGE_RUN + 12
+    done = map_files(partial(_name_and_found, found), finding(total), 2, 5)
+    assert [name for name, _ in done] == [f"f{index}" for index in range(total)]
+    # A forked process sees what was found when it started: the first started before the last items were found.
+    assert done[0][1] < total and done[-1][1] == total
+    children = []
+    real_fork = os.fork
+
+    def recorded_fork() -> int:
+        pid = real_fork()
+        children.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recorded_fork)
+    with pytest.raises(ValueError, match="no such target"):
+        map_files(_name_and_process, finding(total, failing=True), 2, 5)
+    assert children
+    for pid in children:
+        with pytest.raises(ChildProcessError):  # waited for already
+            os.waitpid(pid, os.WNOHANG)

@@ -151,9 +151,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _terminal_progress(index: int, total: int, name: str) -> None:
-    # Overwrites one line; the final newline is written once the run is done.
-    sys.stderr.write(f"\r\x1b[Kprobing {index}/{total} {name}")
+def _terminal_progress(index: int, total: int | None, name: str) -> None:
+    # Overwrites one line; the final newline is written once the run is done. No total while classes are being found.
+    sys.stderr.write(f"\r\x1b[Kprobing {index}/{'?' if total is None else total} {name}")
     sys.stderr.flush()
 
 

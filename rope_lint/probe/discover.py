@@ -9,6 +9,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import itertools
 import logging
 import os
 import re
@@ -16,7 +17,7 @@ import sys
 import tokenize
 import types
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,7 @@ class Discovery:
     classes: list[type[nn.Module]] = field(default_factory=list)
     import_failures: list[ImportFailure] = field(default_factory=list)
     found_by: dict[str, str] = field(default_factory=dict)  # qualified name -> FOUND_BY_*
+    complete: bool = False  # every target searched (`discovered` has given its last class)
 
     def add_class(self, cls: type[nn.Module], found_by: str) -> None:
         # A class re-exported by several modules is probed once, under the module that defines it.
@@ -521,7 +523,8 @@ def _discover_named_class(discovery: Discovery, source: str, class_name: str) ->
     discovery.add_class(cls, FOUND_BY_TARGET)
 
 
-def _discover_path(discovery: Discovery, path: Path) -> None:
+def _discover_path(discovery: Discovery, path: Path) -> Iterator[None]:
+    """Import the file, or the package's modules one at a time: a step after each of those."""
     if path.is_dir() and not (path / "__init__.py").is_file():
         raise TargetError(f"{path}: a directory must be a package (with __init__.py)")
     if path.is_dir():
@@ -530,6 +533,7 @@ def _discover_path(discovery: Discovery, path: Path) -> None:
             sys.path.insert(0, str(root))
         for module_name in _package_modules(path.resolve(), package):
             _import_into(discovery, module_name)
+            yield
         return
     try:
         with quiet_model_code():
@@ -540,7 +544,8 @@ def _discover_path(discovery: Discovery, path: Path) -> None:
     discovery.add_module(module)
 
 
-def _discover_module_name(discovery: Discovery, name: str) -> None:
+def _discover_module_name(discovery: Discovery, name: str) -> Iterator[None]:
+    """Import the module, or the package's modules one at a time: a step after each of those."""
     try:
         with quiet_model_code():
             spec = importlib.util.find_spec(name)
@@ -552,21 +557,28 @@ def _discover_module_name(discovery: Discovery, name: str) -> None:
         for location in spec.submodule_search_locations:
             for module_name in _package_modules(Path(location), name):
                 _import_into(discovery, module_name)
+                yield
     else:
         _import_into(discovery, name)
 
 
-def discover(targets: Sequence[str]) -> Discovery:
-    """Find the rotary classes of every TARGET. Raises TargetError for a target that names nothing."""
-    discovery = Discovery()
+def discovered(targets: Sequence[str], discovery: Discovery) -> Iterator[type[nn.Module]]:
+    """The rotary classes of every TARGET, added to `discovery`, each given as soon as the module that defines it is
+    imported: a caller can probe them while the next modules are imported. Raises TargetError for a target that
+    names nothing."""
+    given = 0
     for target in targets:
         source, _, class_name = target.rpartition(":")
+        steps: Iterable[None] = ()
         if source and class_name.isidentifier():
             _discover_named_class(discovery, source, class_name)
         elif Path(target).exists():
-            _discover_path(discovery, Path(target))
+            steps = _discover_path(discovery, Path(target))
         elif all(part.isidentifier() for part in target.split(".")):
-            _discover_module_name(discovery, target)
+            steps = _discover_module_name(discovery, target)
         else:
             raise TargetError(f"{target}: no such file, module or package")
-    return discovery
+        for _ in itertools.chain(steps, [None]):  # after each module of a package, and once the target is done
+            yield from discovery.classes[given:]
+            given = len(discovery.classes)
+    discovery.complete = True

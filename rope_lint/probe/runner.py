@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -22,7 +22,7 @@ from rope_lint.probe.build import (
     replay,
 )
 from rope_lint.probe.cost import runtime_cost
-from rope_lint.probe.discover import discover, qualified_name, quiet_model_code
+from rope_lint.probe.discover import Discovery, discovered, qualified_name, quiet_model_code
 from rope_lint.probe.memory import SMALL_POSITIONS, Allocations, OverBudget, allocations, extrapolate, same_ops
 from rope_lint.probe.reference import reference_for
 from rope_lint.probe.report import (
@@ -38,8 +38,8 @@ from rope_lint.probe.report import (
 from rope_lint.probe.sizes import DEFAULT_BUDGET, format_size
 from rope_lint.probe.triggers import TRIGGERS, Trigger, TriggerUnavailable
 
-# Called before each class with (index from 1, number of classes, class name).
-Progress = Callable[[int, int, str], None]
+# Called before each class with (index from 1, number of classes or None while more are being found, class name).
+Progress = Callable[[int, int | None, str], None]
 # The most classes probed at once: `--max-memory` bounds what each takes, so a run may take this many times that.
 PARALLEL_CLASSES = 4
 # Classes probed by one forked process before a fresh one takes the next: tables of many sizes leave the heap
@@ -179,29 +179,35 @@ def probe(
     """Discover the targets' rotary classes and probe each (`curves`: see probe_class). Raises discover.TargetError
     for a usage error."""
     triggers = [TRIGGERS[name] for name in trigger_names]
-    discovery = discover(targets)
+    discovery = Discovery()
     # The tables are small ([N, D]); on a few cores OpenMP's thread hand-offs cost 10-30x the work itself.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    # What the imports made lives to the end: frozen, it is not traversed again by the collection after each class
-    # (0.25 s each for transformers' 287 modules, 0 frozen), nor copied into a forked process that touches it.
-    gc.collect()
-    gc.freeze()
     measure = functools.partial(
         probe_class, triggers=triggers, positions=positions, threshold=threshold, budget=budget, runtime=runtime,
         curves=curves,
     )  # fmt: skip
-    work = functools.partial(
-        _probe_one, measure=measure, found_by=discovery.found_by, progress=progress, total=len(discovery.classes)
-    )
+    work = functools.partial(_probe_one, measure=measure, discovery=discovery, progress=progress)
     try:
-        entries = list(enumerate(discovery.classes, start=1))
+        # Forked processes probe the classes found while the next modules are imported here: transformers 5.24.0's
+        # imports took 13 s of one core, while the other idled.
+        entries = enumerate(_frozen_when_found(discovered(targets, discovery)), start=1)
         by_class = map_files(work, entries, _processes(triggers), items_per_process=CLASSES_PER_PROCESS)
     finally:
         gc.unfreeze()
         torch.set_num_threads(threads)
     results = [result for class_results in by_class for result in class_results]
     return ProbeReport(positions, threshold, list(trigger_names), results, discovery.import_failures)
+
+
+def _frozen_when_found(classes: Iterator[type[nn.Module]]) -> Iterator[type[nn.Module]]:
+    """The classes, each once what the imports made so far is collected and frozen: it lives to the end, and frozen,
+    it is not traversed again by the collection after each class (0.25 s each for transformers' 287 modules, none
+    frozen), nor copied into a forked process that touches it. A collection traverses only what is not frozen yet."""
+    for cls in classes:
+        gc.collect()
+        gc.freeze()
+        yield cls
 
 
 def _processes(triggers: Sequence[Trigger]) -> int:
@@ -217,18 +223,17 @@ def _processes(triggers: Sequence[Trigger]) -> int:
 def _probe_one(
     entry: tuple[int, type[nn.Module]],
     measure: Callable[[type[nn.Module]], list[ClassResult]],
-    found_by: dict[str, str],
+    discovery: Discovery,
     progress: Progress | None,
-    total: int,
 ) -> list[ClassResult]:
     """One class of a probe's run (`entry`: its place from 1, and the class), measured by `measure` (`probe_class`
-    with the run's settings)."""
+    with the run's settings); `discovery` as it was when the class was handed out (in a forked process, a copy)."""
     index, cls = entry
     if progress is not None:
-        progress(index, total, qualified_name(cls))
+        progress(index, len(discovery.classes) if discovery.complete else None, qualified_name(cls))
     with quiet_model_code():
         class_results = measure(cls)
         for result in class_results:
-            result.found_by = found_by[qualified_name(cls)]
+            result.found_by = discovery.found_by[qualified_name(cls)]
     _release_memory()
     return class_results

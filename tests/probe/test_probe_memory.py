@@ -37,7 +37,8 @@ def test_the_source_read_for_a_module_is_released_once_its_classes_are_found(
     monkeypatch.setattr(discover._Sources, "__init__", recorded)
     gc.disable()  # released as soon as the module is done, not whenever the collector runs
     try:
-        found = discover.discover([str(probe_fixtures / "computed_classes.py")])
+        found = discover.Discovery()
+        list(discover.discovered([str(probe_fixtures / "computed_classes.py")], found))
         alive = [source for source in sources if source() is not None]
     finally:
         gc.enable()

@@ -9,7 +9,7 @@ import pytest
 from helpers import REPO
 
 from rope_lint import engine
-from rope_lint.probe import runner
+from rope_lint.probe import discover, runner
 
 CLASSES = [str(REPO / "fixtures" / "probe" / name) for name in ("rotary_classes.py", "rotating_classes.py")]
 TRIGGERS = ["fp32", "zero-init-bf16", "to-bf16"]
@@ -33,10 +33,35 @@ def test_classes_probed_in_forked_processes_give_the_report_of_one_process(monke
     monkeypatch.setattr(os, "fork", counted_fork)
     monkeypatch.setattr(runner, "CLASSES_PER_PROCESS", 4)
     spread = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30, runtime=runtime)
-    classes = len(runner.discover(CLASSES).classes)
+    classes = len(list(discover.discovered(CLASSES, discover.Discovery())))
     assert len(forks) == -(-classes // 4) and classes >= 8
     assert len(one_process.classes) >= 10
     assert all((result.runtime is not None) == runtime for result in one_process.classes if result.measured)
+    assert spread.to_json() == one_process.to_json()
+
+
+def test_the_first_classes_are_probed_while_the_next_modules_are_imported(monkeypatch) -> None:
+    """A process forked for the first module's classes starts before the second module is imported, and the report is
+    the one process's all the same."""
+    one_process = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30)
+    events = []
+    real_fork, real_import = os.fork, discover._import_path
+
+    def logged_fork() -> int:
+        events.append("fork")
+        return real_fork()
+
+    def logged_import(path):
+        events.append(path.name)
+        return real_import(path)
+
+    monkeypatch.setattr(engine, "LARGE_RUN", 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "fork", logged_fork)
+    monkeypatch.setattr(discover, "_import_path", logged_import)
+    monkeypatch.setattr(runner, "CLASSES_PER_PROCESS", 2)
+    spread = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30)
+    assert events.index("fork") < events.index("rotating_classes.py")
     assert spread.to_json() == one_process.to_json()
 
 
