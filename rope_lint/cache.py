@@ -90,6 +90,10 @@ class ResultCache:
         if status is not None:
             self._learnt_statuses[os.path.abspath(path)] = [*status, key]
 
+    def statuses_learnt(self) -> dict[str, list[int]]:
+        """The statuses this run took of the files it has looked up or checked so far, by absolute path."""
+        return {path: known[:-1] for path, known in self._learnt_statuses.items()}
+
     def get(self, key: str, path: str) -> list[Diagnostic] | None:
         found = self._entries.get(key)
         if found is None:

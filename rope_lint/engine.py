@@ -227,7 +227,7 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
         if key is not None:
             cache.put(key, diagnostics)
             cache.learn_status(str(path), status, key)
-    settings.callers.remember(cache.packages)
+    settings.callers.remember(cache.packages, cache.statuses_learnt())
     standing = settings.callers.standing([d for path in paths for d in found[path]])
     cache.packages = settings.callers.answers_to_remember()
     return standing

@@ -144,8 +144,8 @@ def test_a_warm_cache_answers_for_the_other_modules_as_they_are_now(tmp_path: Pa
 def test_a_warm_cache_reads_no_other_module_until_one_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settled_files: None
 ) -> None:
-    """The package's answers are kept with its files' statuses: a warm run of unchanged files reads none of them; a
-    constructor added in another module is answered for."""
+    """The package's answers are kept with its files' statuses: a warm run of unchanged files reads none of them, and
+    takes no status again of a file that it has checked; a constructor added in another module is answered for."""
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     fillers = {f"clean_{index:02}.py": "import torch\nx = torch.arange(4)\n" for index in range(LARGE_RUN)}
     folder = package(tmp_path, {"model.py": FORWARD_ONLY, **fillers})
@@ -154,6 +154,9 @@ def test_a_warm_cache_reads_no_other_module_until_one_changes(
     read: list[str] = []
     real = callers.read_regular
     monkeypatch.setattr(callers, "read_regular", lambda path, *rest: read.append(path) or real(path, *rest))
+    statted: list[str] = []
+    real_status = callers.status_signature
+    monkeypatch.setattr(callers, "status_signature", lambda path: statted.append(path) or real_status(path))
 
     def cached_run() -> list[str]:
         cache = ResultCache.for_run(tmp_path, ["RPL101"], {})
@@ -163,7 +166,8 @@ def test_a_warm_cache_reads_no_other_module_until_one_changes(
 
     assert cached_run() == [] and read, "the cold run reads the package"
     read.clear()
-    assert cached_run() == [] and read == []
+    statted.clear()
+    assert cached_run() == [] and read == [] and statted == []
     (folder / "other.py").write_text(CONSTRUCTORS["a relative import"])
     paths.append(str(folder / "other.py"))
     assert cached_run() == ["helpers.py:5"]
