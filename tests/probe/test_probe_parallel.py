@@ -40,10 +40,16 @@ def test_classes_probed_in_forked_processes_give_the_report_of_one_process(monke
     assert spread.to_json() == one_process.to_json()
 
 
-def test_the_first_classes_are_probed_while_the_next_modules_are_imported(monkeypatch) -> None:
+def test_the_first_classes_are_probed_while_the_next_modules_are_imported(monkeypatch, tmp_path) -> None:
     """A process forked for the first module's classes starts before the second module is imported, and the report is
-    the one process's all the same."""
+    the one process's all the same. Its progress has no total yet; the last process's has it."""
     one_process = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30)
+    shown = tmp_path / "progress"
+
+    def progress(index: int, total: int | None, name: str) -> None:  # called in the forked processes
+        with shown.open("a") as stream:
+            stream.write(f"{index} {total}\n")
+
     events = []
     real_fork, real_import = os.fork, discover._import_path
 
@@ -60,9 +66,13 @@ def test_the_first_classes_are_probed_while_the_next_modules_are_imported(monkey
     monkeypatch.setattr(os, "fork", logged_fork)
     monkeypatch.setattr(discover, "_import_path", logged_import)
     monkeypatch.setattr(runner, "CLASSES_PER_PROCESS", 2)
-    spread = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30)
+    spread = runner.probe(CLASSES, TRIGGERS, positions=512, threshold=4e-3, budget=2**30, progress=progress)
     assert events.index("fork") < events.index("rotating_classes.py")
     assert spread.to_json() == one_process.to_json()
+    totals = dict(line.split() for line in shown.read_text().splitlines())
+    classes = len(list(discover.discovered(CLASSES, discover.Discovery())))
+    assert sorted(map(int, totals)) == list(range(1, classes + 1))
+    assert totals["1"] == "None" and totals[str(classes)] == str(classes)
 
 
 @pytest.mark.parametrize(
