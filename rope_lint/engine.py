@@ -254,11 +254,11 @@ def map_files(
     processes = processes or os.cpu_count() or 1
     items = iter(files)
     first = list(itertools.islice(items, LARGE_RUN))
-    if len(first) < LARGE_RUN or processes < 2:
-        return [work(path) for path in [*first, *items]]
-    if hasattr(os, "fork") and items_per_process:
+    if len(first) == LARGE_RUN and processes >= 2 and hasattr(os, "fork") and items_per_process:
         return _fresh_forks_map(work, itertools.chain(first, items), processes, items_per_process)
     every = [*first, *items]
+    if len(every) < LARGE_RUN or processes < 2:
+        return [work(path) for path in every]
     if hasattr(os, "fork"):
         return _forked_map(work, every, processes)
     from concurrent.futures import ProcessPoolExecutor  # where there is no fork: Windows
