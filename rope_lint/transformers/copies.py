@@ -50,12 +50,15 @@ def package_root(path: Path) -> Path | None:
 class CopyChecker:
     """The copies of one transformers package and their sources, read from disk once and cached."""
 
-    def __init__(self, root: Path, texts: dict[Path, str] | None = None) -> None:
-        """`texts` stands in for the files on disk that it names (resolved paths): the tree as it was before a fix."""
+    def __init__(self, root: Path, texts: dict[Path, str] | None = None, disk: CopyChecker | None = None) -> None:
+        """`texts` stands in for the files on disk that it names (resolved paths): the tree as it was before a fix.
+        `disk`, a checker of the same tree on disk, reads the other files for this one: a file the fix left alone is
+        then held once for the two."""
         self.root = root.resolve()
         self._lines: dict[Path, list[str] | None] = {
             path: text.splitlines(keepends=True) for path, text in (texts or {}).items()
         }
+        self._disk = disk
 
     def copies(self) -> list[Copy]:
         """Every copy comment in the package."""
@@ -145,6 +148,8 @@ class CopyChecker:
     def _read(self, path: Path, needed: str | None = None) -> list[str] | None:
         """The file's lines, cached; with `needed`, None for a file whose text lacks it, and not cached: most of a
         package has no copy, and its lines held by both checkers of a fix took 85 MB."""
+        if path not in self._lines and self._disk is not None:
+            return self._disk._read(path, needed)
         if path not in self._lines:
             try:
                 text = read_regular(path, SOURCE_LIMIT).decode("utf-8")
@@ -329,7 +334,8 @@ def diverged_by_fix(originals: dict[Path, str]) -> tuple[int, list[Diagnostic]]:
             by_root.setdefault(root, {})[path.resolve()] = text
     checked, found = 0, []
     for root, texts in by_root.items():
-        before, after = CopyChecker(root, texts), CopyChecker(root)
+        after = CopyChecker(root)
+        before = CopyChecker(root, texts, disk=after)
         old, new = _keyed(before, before.copies()), _keyed(after, after.copies())
         for key, copy in new.items():
             if copy.path not in texts and after.source_path(copy) not in texts:
