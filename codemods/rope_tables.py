@@ -69,7 +69,7 @@ from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import VisitorBasedCodemodCommand
+from libcst.codemod import CodemodCommand
 from rope_lint.codemods.nodes import findall
 
 from rope_lint.prefilter import candidates
@@ -93,7 +93,7 @@ _FP32_SUFFIX = "_fp32"
 TEXT = "rope_lint.text"
 
 
-class RopeTablesCommand(VisitorBasedCodemodCommand):
+class RopeTablesCommand(CodemodCommand):
     DESCRIPTION = "RoPE tables in float32 on the CPU, kept out of module.to(), cast late in forward."
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -115,7 +115,7 @@ class RopeTablesCommand(VisitorBasedCodemodCommand):
         # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
         construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
         tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))
-        inherited_tables = {name: _inherited_tables(inherited[name]) for name in movable}
+        inherited_tables = {name: _inherited_tables(tuple(inherited[name])) for name in movable}
         tree = tree.visit(_RotaryClassRewrite(movable, inherited_tables, construction))
         return tree.visit(_TablesOfModuleFunctions())
 
@@ -240,8 +240,10 @@ def _parsed_class(code: str) -> cst.Module | None:
         return None
 
 
-def _persistent_buffers(code: str) -> set[str]:
-    """The tables that `code` (a class, as written or as rewritten) keeps as persistent buffers under literal names."""
+@functools.lru_cache(maxsize=64)
+def _persistent_buffers(code: str) -> frozenset[str]:
+    """The tables that `code` (a class, as written or as rewritten) keeps as persistent buffers under literal names.
+    Kept, as `_parsed_class` is: 416 lookups of 66 classes in transformers 5.24.0's fix."""
     module = _parsed_class(code)
     if module is None:
         return set()
@@ -255,7 +257,7 @@ def _persistent_buffers(code: str) -> set[str]:
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if _buffer(assign.value)[1]:
             names.add(assign.targets[0].target.attr.value)
-    return {name for name in names if is_table_name(name) and not name.endswith(_FP32_SUFFIX)}
+    return frozenset(name for name in names if is_table_name(name) and not name.endswith(_FP32_SUFFIX))
 
 
 class _TableStores(cst.CSTTransformer):
@@ -613,7 +615,7 @@ class _RotaryClassRewrite(cst.CSTTransformer):
     def __init__(
         self,
         rotary: set[str],
-        inherited: dict[str, tuple[set[str], set[str]]],
+        inherited: dict[str, tuple[frozenset[str], frozenset[str]]],
         construction: dict[str, set[str]],
     ) -> None:
         super().__init__()
@@ -637,11 +639,11 @@ class _RotaryClassRewrite(cst.CSTTransformer):
         self.class_stack.append(node.name.value)
         if node.name.value in self.rotary:
             self.construction = self.constructions[node.name.value]
-            tables, persistent = self.inherited.get(node.name.value, (set(), set()))
+            tables, persistent = self.inherited.get(node.name.value, (frozenset(), frozenset()))
             self.tables = _construction_tables(node, self.construction) | tables
-            self.persistent = persistent | {
+            self.persistent = {
                 name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)
-            }
+            } | persistent
             parsed = next(cls for cls in ast.parse(textwrap.dedent(_code(node))).body if isinstance(cls, ast.ClassDef))
             self.devices = {method.name: rotary.device_source(method) for method in rotary.methods(parsed)}
         return True
@@ -864,9 +866,11 @@ def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
     return tables
 
 
-def _inherited_tables(codes: list[str]) -> tuple[set[str], set[str]]:
+@functools.lru_cache(maxsize=64)
+def _inherited_tables(codes: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
     """The tables that the construction of the classes `codes` stores, and those they keep as persistent buffers (read
-    through their float32 copy once rewritten): what a class that inherits from them reads."""
+    through their float32 copy once rewritten): what a class that inherits from them reads. Kept: 281 lookups of 55
+    in transformers 5.24.0's fix."""
     tables: set[str] = set()
     persistent: set[str] = set()
     for code in codes:
@@ -877,7 +881,7 @@ def _inherited_tables(codes: list[str]) -> tuple[set[str], set[str]]:
             if isinstance(cls, cst.ClassDef):
                 tables |= _construction_tables(cls, _construction_methods(cls))
         persistent |= _persistent_buffers(code)
-    return tables | {name + _FP32_SUFFIX for name in persistent}, persistent
+    return frozenset(tables | {name + _FP32_SUFFIX for name in persistent}), frozenset(persistent)
 
 
 def _construction_methods(cls: cst.ClassDef) -> set[str]:
