@@ -3,6 +3,9 @@
 One-line rewrites are rule fixes (`rope_lint/rules/`); rewrites of a whole class, such as turning a RoPE
 class into fp32-on-CPU tables with a late cast in forward, live here, runnable through `rope-lint fix
 --unsafe-fixes` and through `python -m libcst.tool codemod`.
+
+Each command is a plain `CodemodCommand` whose transform runs visitors of its own: a `VisitorBasedCodemodCommand`
+gathers its matcher decorators whenever it is made, 18 ms, once for every run of statements that a fix rewrites.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodCommand, CodemodContext
 from rope_lint.codemods.nodes import findall
 from rope_lint.codemods.rope_tables import rotary_class_names
 
@@ -40,7 +40,7 @@ from rope_lint.rules.edits import as_operand, cast_to_float
 _MATMUL = m.BinaryOperation(operator=m.MatrixMultiply())
 
 
-class RopeAutocastCommand(VisitorBasedCodemodCommand):
+class RopeAutocastCommand(CodemodCommand):
     DESCRIPTION = "RoPE frequency products in forward in float32, with autocast disabled around them."
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
