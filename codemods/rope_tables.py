@@ -246,7 +246,7 @@ def _persistent_buffers(code: str) -> frozenset[str]:
     Kept, as `_parsed_class` is: 416 lookups of 66 classes in transformers 5.24.0's fix."""
     module = _parsed_class(code)
     if module is None:
-        return set()
+        return frozenset()
     names = set()
     for call in findall(module, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer")))):
         assert isinstance(call, cst.Call)
