@@ -77,18 +77,18 @@ class ResultCache:
         """Whether the cache holds anything to look up."""
         return bool(self._entries)
 
-    def key_by_status(self, path: str, status: list[int] | None) -> str | None:
-        """The key of the file at `path` that an earlier run read, where its status (`status_signature`) is still
-        what it was then; None where it must be read."""
-        known = self._statuses.get(os.path.abspath(path)) if status is not None else None
+    def key_by_status(self, absolute_path: str, status: list[int] | None) -> str | None:
+        """The key of the file at `absolute_path` that an earlier run read, where its status (`status_signature`) is
+        still what it was then; None where it must be read."""
+        known = self._statuses.get(absolute_path) if status is not None else None
         if not isinstance(known, list) or known[:-1] != status or not isinstance(known[-1], str):
             return None  # unknown, changed, or an entry this version did not write (`status` is never empty)
         return known[-1]
 
-    def learn_status(self, path: str, status: list[int] | None, key: str) -> None:
-        """That the file at `path`, whose status was `status` before it was read, has the key `key`."""
+    def learn_status(self, absolute_path: str, status: list[int] | None, key: str) -> None:
+        """That the file at `absolute_path`, whose status was `status` before it was read, has the key `key`."""
         if status is not None:
-            self._learnt_statuses[os.path.abspath(path)] = [*status, key]
+            self._learnt_statuses[absolute_path] = [*status, key]
 
     def statuses_learnt(self) -> dict[str, list[int]]:
         """The statuses this run took of the files it has looked up or checked so far, by absolute path."""

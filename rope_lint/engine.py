@@ -209,8 +209,9 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
     found: dict[FilePath, list[Diagnostic]] = {}
     if cache:  # a run with a cache to use looks every file up here, and checks only the others in parallel
         for path in paths:
+            absolute = os.path.abspath(path)  # once: the cache knows files by their absolute paths
             status = status_signature(path)
-            key = cache.key_by_status(str(path), status)
+            key = cache.key_by_status(absolute, status)
             if key is None:  # a file whose status changed, or that the cache does not know: its bytes say
                 data = read_bytes(path)
                 if isinstance(data, Diagnostic):
@@ -219,14 +220,14 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
             cached = cache.get(key, str(path))
             if cached is not None:
                 found[path] = cached
-                cache.learn_status(str(path), status, key)
+                cache.learn_status(absolute, status, key)
     unknown = [path for path in paths if path not in found]
     results = map_files(partial(check_file_keyed, settings=settings), unknown)
     for path, (status, key, diagnostics) in zip(unknown, results, strict=True):
         found[path] = diagnostics
         if key is not None:
             cache.put(key, diagnostics)
-            cache.learn_status(str(path), status, key)
+            cache.learn_status(os.path.abspath(path), status, key)
     settings.callers.remember(cache.packages, cache.statuses_learnt())
     standing = settings.callers.standing([d for path in paths for d in found[path]])
     cache.packages = settings.callers.answers_to_remember()

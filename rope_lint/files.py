@@ -141,27 +141,49 @@ def as_given(path: str) -> str:
 
 
 def _walk(folder: str, excluded: Excludes) -> Iterator[str]:
-    unreadable: list[OSError] = []
-    for root, folders, files in os.walk(folder, onerror=unreadable.append):
-        root = "" if root == "." else root.removeprefix("." + os.sep)  # pathlib spells `./a/b.py` as `a/b.py`
-        # A folder that cannot be listed is yielded itself, so that reading it reports why (engine.read).
-        while unreadable:
-            failed = unreadable.pop()
-            yield as_given(failed.filename or root)
-        folders[:] = sorted(
-            name
-            for name in folders
-            if not name.startswith(".")
-            and name not in _SKIPPED_FOLDERS
-            and not os.path.exists(os.path.join(root, name, "pyvenv.cfg"))
-            and not (excluded.patterns and excluded(os.path.join(root, name)))
-        )
-        for name in sorted(files):
-            if name.endswith((".py", ".pyi")) and not (excluded.patterns and excluded(os.path.join(root, name))):
-                yield os.path.join(root, name)
-    while unreadable:
-        failed = unreadable.pop()
-        yield as_given(failed.filename or folder)
+    """The Python files under `folder` in `os.walk`'s order (top-down, names sorted), never inside a link to a
+    folder. Each folder is listed once, and the entries' types say the rest: a virtual environment is known by the
+    `pyvenv.cfg` in its own listing and a link by its entry, where `os.walk` with a filter asks the system again for
+    every folder, twice (a warm check walks the tree, then the package its findings' helpers send it to)."""
+    top = "" if folder == "." else folder  # pathlib spells `./a/b.py` as `a/b.py`
+    pending = [top]
+    while pending:
+        root = pending.pop()
+        try:
+            with os.scandir(root or ".") as listing:
+                entries = list(listing)
+        except OSError as error:
+            yield as_given(error.filename or root or ".")  # reading it reports why it cannot be listed (engine.read)
+            continue
+        in_a_virtual_environment = any(entry.name == "pyvenv.cfg" for entry in entries)
+        if root != top and in_a_virtual_environment and os.path.exists(os.path.join(root, "pyvenv.cfg")):
+            continue
+        folders, files = [], []
+        for entry in entries:
+            if _is_folder(entry):
+                if not entry.name.startswith(".") and entry.name not in _SKIPPED_FOLDERS and not _is_link(entry):
+                    folders.append(entry.name)  # a link to a folder is not walked into, as in `os.walk`
+            elif entry.name.endswith((".py", ".pyi")):
+                files.append(entry.name)
+        for path in [os.path.join(root, name) for name in sorted(files)]:
+            if not (excluded.patterns and excluded(path)):
+                yield path
+        subfolders = [os.path.join(root, name) for name in sorted(folders, reverse=True)]
+        pending += [path for path in subfolders if not (excluded.patterns and excluded(path))]
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # as in `os.walk`: an entry whose type cannot be read is taken for a file
+        return False
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False
 
 
 class SourceFile(namedtuple("SourceFile", ("path", "data", "text", "encoding", "bom"))):

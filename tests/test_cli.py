@@ -14,7 +14,7 @@ import pytest
 from helpers import rope_lint
 
 from rope_lint.cli import COLLECTOR_THRESHOLDS
-from rope_lint.files import as_given
+from rope_lint.files import Excludes, as_given, discover
 
 FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
 BF16_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.bfloat16)\n"  # RPL101, unsafe fix
@@ -209,6 +209,18 @@ def test_walk_skips_hidden_folders_and_virtual_environments(tmp_path: Path) -> N
     )
     result = rope_lint("check", "--output-format", "json", cwd=tmp_path)
     assert [f["path"] for f in json.loads(result.stdout)] == ["model.py"]
+
+
+def test_walk_lists_files_and_links_to_files_but_never_walks_into_a_link_to_a_folder(tmp_path: Path) -> None:
+    """As `os.walk` does: a link to a folder is neither walked into nor taken for a file, even under a `.py` name; a
+    link to a file, a dangling one included, is a file (the check reports the one it cannot read). A folder given
+    by name is walked even where it is a virtual environment; one found inside is not."""
+    write(tmp_path, {"pkg/a.py": "", "pkg/sub/b.py": "", "env/pyvenv.cfg": "", "env/c.py": "", "z.py": ""})
+    for link, target in [("folder", "pkg"), ("folder.py", "pkg"), ("pkg/sub/d.py", "z.py"), ("dangling.py", "gone")]:
+        (tmp_path / link).symlink_to(tmp_path / target)
+    found = [Path(path).relative_to(tmp_path).as_posix() for path in discover([str(tmp_path)], Excludes([], "."))]
+    assert found == ["dangling.py", "z.py", "pkg/a.py", "pkg/sub/b.py", "pkg/sub/d.py"]
+    assert list(discover([str(tmp_path / "env")], Excludes([], "."))) == [str(tmp_path / "env" / "c.py")]
 
 
 def test_paths_are_spelled_as_pathlib_spells_them() -> None:

@@ -175,7 +175,7 @@ class PackageCallers:
         """The package's Python files, by absolute path: its tree, or the files beside one outside any package."""
         if top not in self._package_modules:
             if _is_package(top):
-                modules = [os.path.abspath(module) for module in discover([top], Excludes([], top))]
+                modules = list(discover([top], Excludes([], top)))  # absolute, as `top` is (`_top`)
             else:
                 try:
                     names = sorted(os.listdir(top))
