@@ -12,6 +12,22 @@ from typing import Any
 
 from helpers import install_transformers, probe
 from releases import NEW, OLD, PROBE_TRIGGERS, TREE_PROBE_OPTIONS, AcceptanceRun, acceptance_run
+from suite_groups import release_group
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """pytest-xdist runs the tests in two processes (`-n`, in pyproject.toml's addopts), and each process runs the
+    session's fixtures that its own tests need. So the tests that judge one release's whole-release runs go to one
+    process together (`--dist loadgroup`), and each run happens once: the newest release's first, as the longest,
+    then the older release's, which the other process starts with. Every other test goes with its module, so that a
+    module's fixtures run once too. A test in another group than its runs' would only run them again: slower, not
+    wrong."""
+    groups = {item: release_group(item) or item.nodeid.partition("::")[0] for item in items}
+    for item, group in groups.items():
+        item.add_marker(pytest.mark.xdist_group(group))
+    first = [f"release-{NEW}", f"release-{OLD}"]
+    items.sort(key=lambda item: first.index(groups[item]) if groups[item] in first else len(first))  # stable
 
 
 # The acceptance command on each pinned transformers release, once per session: several test modules judge it, and

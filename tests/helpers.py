@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import pty
@@ -10,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,17 @@ def on_a_terminal(*args: str, cwd: Path, stream: str = "stdout", env: dict[str, 
     return b"".join(chunks).decode()
 
 
+@contextlib.contextmanager
+def cache_lock(name: str) -> Iterator[None]:
+    """Held while one test process downloads or installs `name` into the cache: the suite runs in two (pytest-xdist),
+    and both may ask for the same release at once on a fresh machine."""
+    folder = CACHE / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def pypi_wheel(package: str, version: str) -> Path:
     """A release's wheel, downloaded once into the cache. A failed download fails the test: never a skip."""
     return _pypi_download(package, version, "wheels", f"{package.replace('-', '_')}-{version}-*.whl")
@@ -76,6 +89,11 @@ def pypi_sdist(package: str, version: str) -> Path:
 def _pypi_download(package: str, version: str, kind: str, pattern: str, *options: str) -> Path:
     folder = CACHE / kind
     folder.mkdir(parents=True, exist_ok=True)
+    with cache_lock(f"{kind}-{package}-{version}"):
+        return _downloaded(package, version, folder, pattern, options)
+
+
+def _downloaded(package: str, version: str, folder: Path, pattern: str, options: tuple[str, ...]) -> Path:
     found = sorted(folder.glob(pattern))
     if not found:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *options]
@@ -90,10 +108,11 @@ def unpacked_wheel(package: str, version: str) -> Path:
     """The wheel's files, unpacked once; returns the folder that holds the top-level package."""
     target = CACHE / "unpacked" / f"{package}-{version}"
     marker = target / ".complete"
-    if not marker.exists():
-        with zipfile.ZipFile(pypi_wheel(package, version)) as wheel:
-            wheel.extractall(target)
-        marker.touch()
+    with cache_lock(f"unpacked-{package}-{version}"):
+        if not marker.exists():
+            with zipfile.ZipFile(pypi_wheel(package, version)) as wheel:
+                wheel.extractall(target)
+            marker.touch()
     return target
 
 
@@ -151,7 +170,11 @@ def exceeding(report: dict[str, Any]) -> dict[str, list[str]]:
 def install_release(package: str, version: str) -> Path:
     """package==version and its dependencies, installed once into a folder of their own (never torch, which comes from
     the project's environment). A failed install fails the test: never a skip."""
-    target = CACHE / f"site-{package}-{version}"
+    with cache_lock(f"site-{package}-{version}"):
+        return _installed(package, version, CACHE / f"site-{package}-{version}")
+
+
+def _installed(package: str, version: str, target: Path) -> Path:
     marker = target / ".installed"
     if marker.exists():
         return target
