@@ -155,8 +155,8 @@ def _walk(folder: str, excluded: Excludes) -> Iterator[str]:
         except OSError as error:
             yield as_given(error.filename or root or ".")  # reading it reports why it cannot be listed (engine.read)
             continue
-        in_a_virtual_environment = any(entry.name == "pyvenv.cfg" for entry in entries)
-        if root != top and in_a_virtual_environment and os.path.exists(os.path.join(root, "pyvenv.cfg")):
+        holds_pyvenv_cfg = any(entry.name == "pyvenv.cfg" for entry in entries)
+        if root != top and holds_pyvenv_cfg and os.path.exists(os.path.join(root, "pyvenv.cfg")):
             continue
         folders, files = [], []
         for entry in entries:
