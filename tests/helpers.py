@@ -90,18 +90,16 @@ def _pypi_download(package: str, version: str, kind: str, pattern: str, *options
     folder = CACHE / kind
     folder.mkdir(parents=True, exist_ok=True)
     with cache_lock(f"{kind}-{package}-{version}"):
-        return _downloaded(package, version, folder, pattern, options)
-
-
-def _downloaded(package: str, version: str, folder: Path, pattern: str, options: tuple[str, ...]) -> Path:
-    found = sorted(folder.glob(pattern))
-    if not found:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *options]
-        result = subprocess.run([*command, f"{package}=={version}", "-d", str(folder)], capture_output=True, text=True)
         found = sorted(folder.glob(pattern))
-        if result.returncode != 0 or not found:
-            pytest.fail(f"could not download {package}=={version} from PyPI: {result.stderr.strip()[-500:]}")
-    return found[0]
+        if not found:
+            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *options]
+            result = subprocess.run(
+                [*command, f"{package}=={version}", "-d", str(folder)], capture_output=True, text=True
+            )
+            found = sorted(folder.glob(pattern))
+            if result.returncode != 0 or not found:
+                pytest.fail(f"could not download {package}=={version} from PyPI: {result.stderr.strip()[-500:]}")
+        return found[0]
 
 
 def unpacked_wheel(package: str, version: str) -> Path:
@@ -170,31 +168,28 @@ def exceeding(report: dict[str, Any]) -> dict[str, list[str]]:
 def install_release(package: str, version: str) -> Path:
     """package==version and its dependencies, installed once into a folder of their own (never torch, which comes from
     the project's environment). A failed install fails the test: never a skip."""
-    with cache_lock(f"site-{package}-{version}"):
-        return _installed(package, version, CACHE / f"site-{package}-{version}")
-
-
-def _installed(package: str, version: str, target: Path) -> Path:
-    marker = target / ".installed"
-    if marker.exists():
+    target = CACHE / f"site-{package}-{version}"
+    with cache_lock(target.name):
+        marker = target / ".installed"
+        if marker.exists():
+            return target
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check"]
+        result = subprocess.run(
+            [*pip, "--target", str(partial), f"{package}=={version}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if result.returncode != 0:
+            pytest.fail(f"could not install {package}=={version} from PyPI: {result.stderr.strip()[-1500:]}")
+        if (partial / "torch").exists():
+            pytest.fail(f"installing {package}=={version} pulled torch into {partial}; the tests use the project's")
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+        marker.touch()
         return target
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check"]
-    result = subprocess.run(
-        [*pip, "--target", str(partial), f"{package}=={version}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"could not install {package}=={version} from PyPI: {result.stderr.strip()[-1500:]}")
-    if (partial / "torch").exists():
-        pytest.fail(f"installing {package}=={version} pulled torch into {partial}; the tests use the project's")
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    marker.touch()
-    return target
 
 
 def install_transformers(version: str) -> Path:
