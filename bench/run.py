@@ -7,7 +7,9 @@ Each command runs `--repeat` times, the commands taking turns; the table gives t
 and the slowest run, the ratio of medians to the row's baseline in the same run (ruff, or for one file the floor of
 any Python tool that reads it: `ast.parse` of the file in a fresh interpreter), and the peak memory (max RSS) of the
 largest process. "cold" is `--no-cache`; "warm" reads the result cache that an earlier run over the unchanged tree
-wrote (in `.rope_lint_cache/` of the current folder's project). The corpora are transformers 4.37.2 `models/` (or
+wrote (in `.rope_lint_cache/` of the current folder's project), and its floor (`bench/warm_floor.py`) does the part
+of that work any Python tool must do, with no rope-lint code: the walk, the statuses, the cache's JSON, the package's
+fingerprint. The corpora are transformers 4.37.2 `models/` (or
 `--corpus`) and the whole 5.24.0 package, downloaded once into the git-ignored `.cache/bench/`; the probe runs on
 5.24.0 installed there with its dependencies (never torch). `--quick` leaves out the 5.24.0 rows, which take minutes.
 """
@@ -111,11 +113,16 @@ def main() -> None:
 
         return copy
 
+    subprocess.run([*check, str(models)], capture_output=True)  # fills the cache for the warm row
+    cache_file = max(cache.glob("check-*.json"), key=lambda path: path.stat().st_mtime)
     rows = [
         Row("ruff, whole tree", [*ruff, str(models)], None),
         Row("rope-lint check, whole tree, cold", [*check, "--no-cache", str(models)], "ruff, whole tree"),
         # The cache of the run before holds every file: a run with unchanged files.
         Row("rope-lint check, whole tree, warm", [*check, str(models)], "ruff, whole tree"),
+        # What any Python tool must do for the warm row, with no rope-lint code: the floor under its target.
+        Row("python, a warm check's floor (warm_floor.py)", [sys.executable, str(REPO / "bench" / "warm_floor.py"),
+            str(models), str(cache_file)], "ruff, whole tree"),
         Row("ruff, one file", [*ruff, str(one_file)], None),
         Row("python ast.parse, one file", [*floor, str(one_file)], None),
         Row("rope-lint check, one file", [*check, str(one_file)], "python ast.parse, one file"),
@@ -137,7 +144,6 @@ def main() -> None:
     ):
         if shutil.which(tool):
             rows.append(Row(f"{tool}, whole tree", command, "ruff, whole tree"))
-    subprocess.run([*check, str(models)], capture_output=True)  # fills the cache for the warm row
     # Each repetition runs every row once, in turn, so that a machine that slows down mid-run slows every row alike.
     times: dict[str, list[float]] = {row.name: [] for row in rows}
     peaks: dict[str, int] = dict.fromkeys(times, 0)
