@@ -116,13 +116,21 @@ class TreeView:
         self._line_starts: dict[str, array[int]] = {}
         self.renamed: dict[tuple[str, ...], ast.stmt | None] = {}  # parent definitions as renamed for a child
         self._normal: dict[int, tuple[ast.AST, str]] = {}  # by id, holding the node so that the id stays its own
+        # Each path resolved once: `realpath` asks the system about every folder above the file, and the views asked
+        # it again for each lookup in the same file (2 s of CPU in the fix of the transformers 5.24.0 package).
+        self._real_paths: dict[str, str] = {}
+
+    def _real(self, path: str) -> str:
+        if path not in self._real_paths:
+            self._real_paths[path] = os.path.realpath(path)
+        return self._real_paths[path]
 
     def text(self, path: str) -> str:
-        real = os.path.realpath(path)
+        real = self._real(path)
         return self.texts[real] if real in self.texts else generated.file_text(real)
 
     def outline(self, path: str) -> Outline | None:
-        real = os.path.realpath(path)
+        real = self._real(path)
         if real not in self._outline_of:
             text = self.text(real)
             # Shared by a digest of the text, not the text itself: a whole tree's texts held took 25 MB.
@@ -134,7 +142,7 @@ class TreeView:
 
     def definition(self, path: str, name: str) -> ast.stmt | None:
         """The first top-level definition `name` of `path`, with the file's line numbers, or None."""
-        real = os.path.realpath(path)
+        real = self._real(path)
         if (real, name) not in self._definitions:
             span = self.span(real, name)
             parsed = generated.parsed_once(self._between(real, span.first, span.end)) if span else None
@@ -166,7 +174,7 @@ class TreeView:
     def _between(self, path: str, first: int, last: int) -> str:
         """Lines `first` to `last` of `path`. Each file's lines are kept as where they start: a string per line of a
         whole tree took 70 MB."""
-        real = os.path.realpath(path)
+        real = self._real(path)
         if real not in self._line_starts:
             self._line_starts[real] = generated.line_starts(self.text(real))
         starts = self._line_starts[real]
