@@ -9,9 +9,9 @@ any Python tool that reads it: `ast.parse` of the file in a fresh interpreter), 
 largest process. "cold" is `--no-cache`; "warm" reads the result cache that an earlier run over the unchanged tree
 wrote (in `.rope_lint_cache/` of the current folder's project), and its floor (`bench/warm_floor.py`) does the part
 of that work any Python tool must do, with no rope-lint code: the walk, the statuses, the cache's JSON, the package's
-fingerprint. The corpora are transformers 4.37.2 `models/` (or
-`--corpus`) and the whole 5.24.0 package, downloaded once into the git-ignored `.cache/bench/`; the probe runs on
-5.24.0 installed there with its dependencies (never torch). `--quick` leaves out the 5.24.0 rows, which take minutes.
+fingerprint. The corpora are transformers 4.37.2 `models/` (or `--corpus`) and the whole 5.24.0 package, downloaded
+once into the git-ignored `.cache/bench/`; the probe runs on 5.24.0 installed there with its dependencies (never
+torch). `--quick` leaves out the 5.24.0 rows, which take minutes.
 """
 
 from __future__ import annotations
