@@ -113,13 +113,29 @@ def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """rope-lint's wheel, as `pip install .` builds it."""
+def wheel_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """rope-lint's wheel, as `pip install .` builds it, and pip's verbose output: the build backend's warnings."""
     folder = tmp_path_factory.mktemp("wheel")
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", folder, REPO]
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", folder, REPO]
     result = subprocess.run(command, capture_output=True, text=True, cwd=folder)
     assert result.returncode == 0, result.stderr[-2000:]
-    return next(folder.glob("rope_lint-*.whl"))
+    return next(folder.glob("rope_lint-*.whl")), result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(wheel_build: tuple[Path, str]) -> Path:
+    return wheel_build[0]
+
+
+def test_the_build_uses_no_deprecated_metadata(wheel_build: tuple[Path, str]) -> None:
+    """setuptools warns of metadata that it will stop building (a license as a table, from 2027-02-18): the license
+    is an SPDX expression, written to the wheel's metadata as one."""
+    wheel, log = wheel_build
+    warnings = [line for line in log.splitlines() if "Warning" in line and "deprecated" in line.lower()]
+    assert warnings == []
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA")))
+    assert "License-Expression: Apache-2.0" in metadata.decode().splitlines()
 
 
 def test_an_install_adds_only_rope_lint(wheel: Path) -> None:
