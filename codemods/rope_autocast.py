@@ -10,8 +10,9 @@ not all upcast goes into
 
 with its operands upcast with `.float()`. `<input>` is a tensor that `forward` takes on every path
 (`rotary.device_source`); a `forward` without one (it takes a sequence length) is left as it is, and so is a
-`forward` whose decorator turns autocast off. Consecutive such statements share one block. `forward` casts its
-results to the input dtype at the end as before, so the result's dtype does not change: the fix is safe.
+`forward` whose decorator turns autocast off, or one that returns a value it does not cast to a dtype
+(`autocast.returns_cast`). Consecutive such statements share one block. `forward` casts its results at the end as
+before, so their dtypes do not change: the fix is safe.
 
 Run it through rope-lint (`rope-lint fix`, on files with RPL204 findings) or LibCST:
 `python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_autocast.RopeAutocastCommand PATH`.
@@ -66,6 +67,7 @@ class _Names:
     import binds is read as it is spelled: the codemod may see a run of statements cut from a text it cannot read."""
 
     def __init__(self, imports: FileContext) -> None:
+        self.imports = imports
         self.imported = imports.imported_names
         self.off_decorators = autocast.autocast_off_decorators(imports.tree)
         # The file's own name for torch, for the `autocast` call the codemod writes.
@@ -153,6 +155,7 @@ class _AutocastOff(cst.CSTTransformer):
             device is None
             or not isinstance(updated_node.body, cst.IndentedBlock)
             or autocast.decorated_autocast_off(parsed, self.names.off_decorators)
+            or not autocast.returns_cast(self.names.imports, parsed)
         ):
             return updated_node
         products = _Products(self.names, autocast.ProductInputs(parsed, self.classes[-1][1]))

@@ -150,7 +150,7 @@ from torch import nn
 class RotaryEmbedding(nn.Module):
     def forward(self, x, positions):
         freqs = {product}
-        return freqs.cos(), freqs.sin()
+        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
 """
 # The products autocast lowers on some device (analysis/autocast.LOWERING); `torch.outer` and `torch.ger` it never
 # lowers (tests/test_rope_autocast.py, whose calls these are).
@@ -179,7 +179,7 @@ def test_an_aliased_product_is_flagged_by_the_rule_and_rewritten_by_the_codemod(
     upcast = PRODUCTS[function].replace("positions,", "positions.float(),").replace("inv_freq)", "inv_freq.float())")
     assert fixed == source.replace(
         f"        freqs = {PRODUCTS[function]}\n",
-        f"        with t.autocast(device_type=positions.device.type, enabled=False):\n            freqs = {upcast}\n",
+        f"        with t.autocast(device_type=x.device.type, enabled=False):\n            freqs = {upcast}\n",
     )
     assert rpl204(path) == []
     # The codemod on its own, given the whole module (as `python -m libcst.tool codemod` gives it), rewrites alike.
@@ -203,6 +203,24 @@ def test_autocast_off_is_the_same_for_the_rule_and_the_codemod(tmp_path: Path, c
     path = tmp_path / "rotary.py"
     path.write_text(source)
     assert rpl204(path) == []
+    command = RopeAutocastCommand(CodemodContext())
+    assert command.transform_module(cst.parse_module(source)).code == source
+
+
+@pytest.mark.parametrize(
+    "returned",
+    ["freqs.cos(), freqs.sin()", "freqs * self.scale", "(freqs.to(x.dtype), freqs)", "x + freqs.to(x.dtype)"],
+)
+def test_a_forward_that_returns_an_uncast_value_is_left_by_the_rule_and_the_codemod(
+    tmp_path: Path, returned: str
+) -> None:
+    """Its float32 product would reach the caller: the rule offers no fix, and the codemod leaves forward as it is."""
+    source = ALIASED.format(product=PRODUCTS["torch.matmul"]).replace(
+        "return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)", f"return {returned}"
+    )
+    path = tmp_path / "rotary.py"
+    path.write_text(source)
+    assert [finding["fix"] for finding in rpl204(path)] == [None]
     command = RopeAutocastCommand(CodemodContext())
     assert command.transform_module(cst.parse_module(source)).code == source
 

@@ -1,5 +1,6 @@
 """RPL204's table of what autocast lowers (issue 20): the CPU column is torch's own behaviour, an einsum's equation
-decides on CPU, and the rule and its codemod agree on every product of the table."""
+decides on CPU, and the rule and its codemod agree on every product of the table. Its safe fix keeps the dtype of
+what `forward` returns, in a model cast to bf16."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from libcst.codemod import CodemodContext
 from rope_lint.codemods.rope_autocast import RopeAutocastCommand
 
 from rope_lint.engine import Settings, check_source
+from rope_lint.fix.apply import apply_fixes, fixable
 from rope_lint.rules.analysis import autocast
 from rope_lint.rules.base import Invalid, Valid
 from rope_lint.rules.rope_autocast import RopeAutocast
@@ -110,3 +112,56 @@ def test_the_codemod_on_its_own_makes_each_example_what_the_rule_says(example: V
     rewritten = RopeAutocastCommand(CodemodContext()).transform_module(cst.parse_module(example.code)).code
     fixed = example.fixed if isinstance(example, Invalid) and example.fixed is not None else example.code
     assert rewritten == fixed
+
+
+# Two rotary classes whose frequency product autocast lowers: one returns what it computes as it is, the other casts
+# it to the input's dtype. In a module cast with `.to(torch.bfloat16)`, both products are bf16.
+_RETURNS_THE_PRODUCT = """\
+import torch
+
+
+class ScaledRotaryEmbedding(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(1) * dim**-0.5)
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim), persistent=False)
+
+    def forward(self, x):
+        positions = torch.arange(x.shape[1], device=x.device)
+        emb = torch.einsum("i, j -> i j", positions, self.inv_freq)
+        return torch.cat((emb.sin(), emb.cos()), dim=-1) * self.scale
+"""
+_CASTS_WHAT_IT_RETURNS = _RETURNS_THE_PRODUCT.replace(
+    "return torch.cat((emb.sin(), emb.cos()), dim=-1) * self.scale",
+    "return (torch.cat((emb.sin(), emb.cos()), dim=-1) * self.scale).to(dtype=x.dtype)",
+)
+
+
+def _safely_fixed(source: str) -> str:
+    found = check_source("model.py", source, Settings([RopeAutocast()], Path(".")))
+    assert [d.code for d in found] == ["RPL204"]
+    return apply_fixes(source, fixable(found, unsafe=False)).text
+
+
+def _in_a_bf16_model(source: str) -> torch.Tensor:
+    """What a bf16 layer makes of its input plus the class's embedding, in a model cast with `.to(torch.bfloat16)`."""
+    namespace: dict = {}
+    exec(compile(source, "model.py", "exec"), namespace)
+    torch.manual_seed(0)
+    embedding, layer = namespace["ScaledRotaryEmbedding"](16), torch.nn.Linear(16, 16)
+    torch.nn.ModuleList([embedding, layer]).to(torch.bfloat16)
+    x = torch.randn(1, 8, 16, dtype=torch.bfloat16)
+    return layer(x + embedding(x))
+
+
+def test_the_safe_fix_leaves_a_forward_that_returns_its_product_uncast() -> None:
+    """A float32 product would make the embedding float32, and the bf16 layer that takes it would fail ("mat1 and mat2
+    must have the same dtype"): no fix is offered, and the safe fix changes nothing."""
+    assert _safely_fixed(_RETURNS_THE_PRODUCT) == _RETURNS_THE_PRODUCT
+    assert _in_a_bf16_model(_RETURNS_THE_PRODUCT).dtype == torch.bfloat16
+
+
+def test_the_safe_fix_of_a_forward_that_casts_what_it_returns_keeps_its_dtype() -> None:
+    fixed = _safely_fixed(_CASTS_WHAT_IT_RETURNS)
+    assert "enabled=False" in fixed and "positions.float()" in fixed
+    assert _in_a_bf16_model(fixed).dtype == _in_a_bf16_model(_CASTS_WHAT_IT_RETURNS).dtype == torch.bfloat16

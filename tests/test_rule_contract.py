@@ -86,7 +86,7 @@ def test_the_rope_rules_record_their_class_and_codemod() -> None:
         "        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float().to('cuda') / dim))\n"
         '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n'
         "    def forward(self, x, position_ids):\n"
-        "        return self.inv_freq[None, :, None] @ position_ids[:, None, :]\n"
+        "        return (self.inv_freq[None, :, None] @ position_ids[:, None, :]).to(x.dtype)\n"
     )
     rules = [rule() for rule in ALL_RULES if rule.fix_payloads == (ClassRewrite,)]
     found = check_source("model.py", source, Settings(rules, Path(".")))

@@ -53,10 +53,13 @@ class RopeAutocast(Rule):
     or `freqs = torch.outer(positions.float(), inv_freq.float())`, which autocast does not lower.
 
     ## Fix safety
-    Safe: the product and the tables come out in float32, and `forward` casts them to the input dtype at the
-    end as before. The autocast codemod (`codemods/rope_autocast.py`) makes the edit: it wraps each run of
-    statements holding such a product in one autocast-off block and upcasts the product's operands. No fix
-    for a `forward` that takes no tensor (a sequence length alone): the block has no device type to name.
+    Safe: the product and the tables come out in float32, and `forward` casts what it returns to a dtype
+    (`cos.to(dtype=x.dtype)`) as before, so its results keep their dtypes. The autocast codemod
+    (`codemods/rope_autocast.py`) makes the edit: it wraps each run of statements holding such a product in one
+    autocast-off block and upcasts the product's operands. No fix for a `forward` that takes no tensor (a
+    sequence length alone): the block has no device type to name. Nor for one that returns a value without
+    such a cast (`return emb * self.scale`): in a module cast to bf16 the product was bf16, and a float32 result
+    would fail in the bf16 layers that take it.
 
     ## Known problems
     An activation that no submodule makes reads as no activation: in `x @ self.w_q`, with `x` an argument and `w_q`
@@ -67,7 +70,8 @@ class RopeAutocast(Rule):
     code = "RPL204"
     name = "rope-autocast"
     prefilter = PrefilterSpec(triggers=(b"inv_freq",), parses_whole_class=rotary.may_be_rotary)
-    fix_availability = FixAvailability.SOMETIMES  # none for a forward that takes no tensor to name a device type
+    # None for a forward that takes no tensor to name a device type, or that returns a value it does not cast.
+    fix_availability = FixAvailability.SOMETIMES
     fix_safeties = frozenset({FixSafety.SAFE})
     fix_payloads = (ClassRewrite,)
 
@@ -83,9 +87,10 @@ class RopeAutocast(Rule):
                     # autocast, where such a decorator is made.
                     off_decorators = ctx.derived(_autocast_off_decorators)
                 if not autocast.decorated_autocast_off(method, off_decorators or frozenset()):
-                    # The autocast block names the device type of a tensor forward takes; without one, no fix.
-                    has_device = rotary.device_source(method) is not None
-                    rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name)) if has_device else None
+                    # The autocast block names the device type of a tensor forward takes; without one, no fix. Nor
+                    # where the float32 product could reach the caller (`autocast.returns_cast`).
+                    fixable = rotary.device_source(method) is not None and autocast.returns_cast(ctx, method)
+                    rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name)) if fixable else None
                     inputs = autocast.ProductInputs(method, {other.name for other in methods})
                     yield from self._check_forward(ctx, method.body, inputs, rewrite, autocast_off=False)
 
@@ -132,14 +137,14 @@ class RopeAutocast(Rule):
             "    def forward(self, x, position_ids):\n"
             '        inv_freq = _rope_table_on_device(self, "inv_freq", x.device)[None, :, None]\n'
             "        freqs = (inv_freq @ position_ids[:, None, :].float()).mT\n"
-            "        return freqs.cos(), freqs.sin()\n",
+            "        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)\n",
             fixed="import torch\n"
             "class RotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
             '        inv_freq = _rope_table_on_device(self, "inv_freq", x.device)[None, :, None]\n'
             "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
             "            freqs = (inv_freq.float() @ position_ids[:, None, :].float()).mT\n"
-            "        return freqs.cos(), freqs.sin()\n",
+            "        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
@@ -147,13 +152,13 @@ class RopeAutocast(Rule):
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
             "        freqs = (self.inv_freq[None, :, None] @ position_ids[:, None, :]).mT\n"
-            "        return freqs.cos(), freqs.sin()\n",
+            "        return freqs.cos().to(dtype=x.dtype), freqs.sin().to(dtype=x.dtype)\n",
             fixed="import torch\n"
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
-            "        with torch.autocast(device_type=position_ids.device.type, enabled=False):\n"
+            "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
             "            freqs = (self.inv_freq[None, :, None].float() @ position_ids[:, None, :].float()).mT\n"
-            "        return freqs.cos(), freqs.sin()\n",
+            "        return freqs.cos().to(dtype=x.dtype), freqs.sin().to(dtype=x.dtype)\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
@@ -165,7 +170,7 @@ class RopeAutocast(Rule):
             "        # the angles\n"
             "        freqs = torch.outer(t, self.inv_freq)\n"
             "        emb = torch.einsum('i,j->ij', t, self.inv_freq)\n"
-            "        return freqs.cos(), emb\n",
+            "        return freqs.cos().type_as(x), emb.type_as(x)\n",
             fixed="import torch\n"
             "class RotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, seq_len):\n"
@@ -174,7 +179,7 @@ class RopeAutocast(Rule):
             "        freqs = torch.outer(t, self.inv_freq)\n"
             "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
             "            emb = torch.einsum('i,j->ij', t.float(), self.inv_freq.float())\n"
-            "        return freqs.cos(), emb\n",
+            "        return freqs.cos().type_as(x), emb.type_as(x)\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
@@ -255,8 +260,20 @@ class RopeAutocast(Rule):
             "        return (self.inv_freq[:, None] @ torch.arange(8)[None, :]).cos()\n"
         ),
         Invalid(
+            # A forward that returns what it computes from the product without a cast: no fix. The tables of a
+            # module cast to bf16 are bf16, and so is the product; a float32 product would make the result
+            # float32, and the bf16 layers that add it to their input or multiply it with their weights would fail.
+            "import torch\n"
+            "class ScaledRotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        positions = torch.arange(x.shape[1], device=x.device)\n"
+            "        emb = torch.einsum('i, j -> i j', positions, self.inv_freq)\n"
+            "        return torch.cat((emb.sin(), emb.cos()), dim=-1) * self.scale\n"
+        ),
+        Invalid(
             # In a RoPE attention class, the frequency product is flagged; the attention products, whose operands
-            # derive from the activation, are not.
+            # derive from the activation, are not. No fix: the float32 angles would make the queries, the keys
+            # and the result float32.
             "import torch\n"
             "class RoPEAttention(torch.nn.Module):\n"
             "    def forward(self, hidden_states, position_ids):\n"
@@ -265,18 +282,7 @@ class RopeAutocast(Rule):
             "        q, k, v = self.qkv(hidden_states).chunk(3, dim=-1)\n"
             "        q, k = q * cos + q.roll(1, -1) * sin, k * cos + k.roll(1, -1) * sin\n"
             "        attn = (q @ k.transpose(-2, -1)).softmax(-1)\n"
-            "        return attn @ v\n",
-            fixed="import torch\n"
-            "class RoPEAttention(torch.nn.Module):\n"
-            "    def forward(self, hidden_states, position_ids):\n"
-            "        with torch.autocast(device_type=position_ids.device.type, enabled=False):\n"
-            "            angles = self.inv_freq[:, None].float() @ position_ids[None, :].float()\n"
-            "        cos, sin = angles.mT.cos(), angles.mT.sin()\n"
-            "        q, k, v = self.qkv(hidden_states).chunk(3, dim=-1)\n"
-            "        q, k = q * cos + q.roll(1, -1) * sin, k * cos + k.roll(1, -1) * sin\n"
-            "        attn = (q @ k.transpose(-2, -1)).softmax(-1)\n"
-            "        return attn @ v\n",
-            safety=FixSafety.SAFE,
+            "        return attn @ v\n"
         ),
         Valid(
             # q, k and v are forward's arguments: no operand derives from frequencies or positions.

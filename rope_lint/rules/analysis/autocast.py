@@ -1,5 +1,5 @@
 """What RPL204 and its codemod agree on: which products autocast lowers, on which device; which products are RoPE
-frequency products; which operands are upcast; and what turns autocast off.
+frequency products; which operands are upcast; what turns autocast off; and which `forward` casts what it returns.
 
 The rule reads these facts from `ast` (`rules/rope_autocast.py`), the codemod from LibCST
 (`codemods/rope_autocast.py`); both resolve names through the file's imports, so that `import torch as t` makes
@@ -13,8 +13,8 @@ from collections.abc import Collection, Iterable, Sequence
 from enum import Enum
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute, walk
-from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
+from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE, dtype_cast, own_nodes
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -165,6 +165,58 @@ def decorated_autocast_off(function: FunctionNode, off_decorators: Collection[st
         disables_autocast_call(decorator) or (isinstance(decorator, ast.Name) and decorator.id in off_decorators)
         for decorator in function.decorator_list
     )
+
+
+def returns_cast(ctx: FileContext, function: FunctionNode) -> bool:
+    """Whether every value that `function` returns is cast to a dtype (`cos.to(dtype=x.dtype)`, `.type_as(x)`,
+    `.float()`), or is a tuple or list of such values, or a name or attribute that `function` binds only to such
+    values (`self.cached = emb.type_as(x)`, then `return self.cached`). Only then does a product upcast to float32
+    leave the results' dtypes as they were: in a module cast with `.to(torch.bfloat16)`, a product of its bf16 tables
+    is bf16, and `return emb * self.scale` of a float32 product would hand float32 to the bf16 layers after it, which
+    fail."""
+    nodes = list(own_nodes(function))
+    bound: dict[str, list[ast.expr | None]] = {}  # by the target's text: the values bound to it, None where unknown
+    for node in nodes:
+        for target, value in _bound_values(node):
+            bound.setdefault(ast.unparse(target), []).append(value)
+
+    def is_cast(value: ast.expr) -> bool:
+        if dtype_cast(ctx, value) is not None:
+            return True
+        values = bound.get(ast.unparse(value), []) if isinstance(value, ast.Name | ast.Attribute) else []
+        return bool(values) and all(known is not None and dtype_cast(ctx, known) is not None for known in values)
+
+    returns = [node for node in nodes if isinstance(node, ast.Return)]
+    return bool(returns) and all(
+        node.value is not None and all(is_cast(value) for value in _elements(node.value)) for node in returns
+    )
+
+
+def _bound_values(node: ast.AST) -> list[tuple[ast.expr, ast.expr | None]]:
+    """The targets that `node` binds, each with its value; None where it has no expression of its own (an augmented
+    assignment, a loop's or a `with`'s target, an unpacking of anything but a tuple of as many values)."""
+    if isinstance(node, ast.Assign):
+        return [pair for target in node.targets for pair in _unpacked(target, node.value)]
+    if isinstance(node, ast.AnnAssign):
+        return [(node.target, node.value)]
+    if isinstance(node, ast.AugAssign | ast.For | ast.AsyncFor | ast.NamedExpr):
+        return _unpacked(node.target, None)
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return _unpacked(node.optional_vars, None)
+    return []
+
+
+def _unpacked(target: ast.expr, value: ast.expr | None) -> list[tuple[ast.expr, ast.expr | None]]:
+    if not isinstance(target, ast.Tuple | ast.List):
+        return [(target, value)]
+    values: list[ast.expr | None] = [None] * len(target.elts)
+    if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts):
+        values = list(value.elts)
+    return [pair for element, own in zip(target.elts, values, strict=True) for pair in _unpacked(element, own)]
+
+
+def _elements(value: ast.expr) -> list[ast.expr]:
+    return list(value.elts) if isinstance(value, ast.Tuple | ast.List) else [value]
 
 
 # What a value of `forward` derives from, followed back through its local assignments.

@@ -373,7 +373,7 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
         if method.name in construction or device_source(method) is not None:
             continue
         reads_table = any(is_self_attribute(node) and is_table_name(node.attr) for node in walk(method))
-        if reads_table and any(_returns_value(node) for node in _own_nodes(method)):
+        if reads_table and any(_returns_value(node) for node in own_nodes(method)):
             return False
     return True
 
@@ -472,7 +472,7 @@ def _returns_value(node: ast.AST) -> bool:
     )
 
 
-def _own_nodes(method: FunctionNode) -> Iterator[ast.AST]:
+def own_nodes(method: FunctionNode) -> Iterator[ast.AST]:
     """The nodes of `method`, without those of the functions and classes nested in it."""
     pending: list[ast.AST] = list(method.body)
     while pending:
@@ -632,17 +632,37 @@ def is_low_precision_cast(ctx: FileContext, node: ast.expr) -> bool:
     A literal float32 target is not; a runtime dtype is, as it is bf16 or fp16 in mixed precision. A call that only
     lays the result out follows it as often (`t.to(dtype).contiguous()`): the cast under it counts.
     """
+    cast = dtype_cast(ctx, node)
+    if cast is None or cast.func.attr in _WIDENING_METHODS:
+        return False
+    if cast.func.attr == "to":
+        return ctx.qualified_name(_cast_dtype(ctx, cast)) not in ("torch.float", "torch.float32")
+    return True
+
+
+# `t.float()`, `t.double()`: casts to float32 and wider.
+_WIDENING_METHODS = frozenset({"float", "double"})
+# The methods that cast a tensor to a dtype they name: `to` names it only sometimes (`t.to(x.device)`).
+_CAST_METHODS = LOW_PRECISION_CAST_METHODS | _WIDENING_METHODS
+
+
+def dtype_cast(ctx: FileContext, node: ast.expr) -> ast.Call | None:
+    """The call that gives `node` a dtype of its own, whatever its receiver's: `t.to(dtype)`, `t.to(x.dtype)`,
+    `t.half()`, `t.float()`, `t.type_as(x)`, under calls that only lay the result out (`t.to(dtype).contiguous()`);
+    None for anything else."""
     while _lays_out_only(node):
         node = node.func.value
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return False
+        return None
     method = node.func.attr
-    if method in LOW_PRECISION_CAST_METHODS:
-        return True
-    if method == "to":
-        dtype = _keyword(node, "dtype") or next((arg for arg in node.args if _looks_like_dtype(ctx, arg)), None)
-        return dtype is not None and ctx.qualified_name(dtype) not in ("torch.float", "torch.float32")
-    return False
+    if method in _CAST_METHODS or (method == "to" and _cast_dtype(ctx, node) is not None):
+        return node
+    return None
+
+
+def _cast_dtype(ctx: FileContext, call: ast.Call) -> ast.expr | None:
+    """The dtype that `t.to(...)` names, by `dtype=` or positionally; None for a move alone (`t.to(x.device)`)."""
+    return _keyword(call, "dtype") or next((arg for arg in call.args if _looks_like_dtype(ctx, arg)), None)
 
 
 # Methods that copy or lay out a tensor and keep its values and dtype.
