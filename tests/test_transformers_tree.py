@@ -34,8 +34,9 @@ SELECT = "RPL1,RPL2"  # the small trees below
 FIGURES: dict[str, dict[str, object]] = {
     OLD: {
         "files changed": 41,
-        "findings fixed": 258,
-        "remaining": 8,
+        "findings fixed": 257,
+        # CLVP's rotary forward returns its frequency product without a cast: RPL204 offers no fix there.
+        "remaining": 9,
         "copy groups checked": 443,
         "rotary classes built": 34,
         "over the threshold before": 34,
