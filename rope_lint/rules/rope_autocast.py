@@ -64,7 +64,9 @@ class RopeAutocast(Rule):
     ## Known problems
     An activation that no submodule makes reads as no activation: in `x @ self.w_q`, with `x` an argument and `w_q`
     a weight held as a tensor, the held weight reads as frequencies, and the product is flagged. A decorator is
-    read in the same file only; one imported from another module is not known to turn autocast off.
+    read in the same file only; one imported from another module is not known to turn autocast off. Any cast
+    counts as the cast at the end, even one to the dtype of a value computed from the product itself
+    (`cos.type_as(freqs)`), which keeps its float32.
     """
 
     code = "RPL204"
