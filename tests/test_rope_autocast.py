@@ -143,14 +143,14 @@ def _safely_fixed(source: str) -> str:
     return apply_fixes(source, fixable(found, unsafe=False)).text
 
 
-def _in_a_bf16_model(source: str) -> torch.Tensor:
-    """What a bf16 layer makes of its input plus the class's embedding, in a model cast with `.to(torch.bfloat16)`."""
+def _in_a_model(source: str, dtype: torch.dtype) -> torch.Tensor:
+    """What a layer makes of its input plus the class's embedding, in a model cast with `.to(dtype)`."""
     namespace: dict = {}
     exec(compile(source, "model.py", "exec"), namespace)
     torch.manual_seed(0)
     embedding, layer = namespace["ScaledRotaryEmbedding"](16), torch.nn.Linear(16, 16)
-    torch.nn.ModuleList([embedding, layer]).to(torch.bfloat16)
-    x = torch.randn(1, 8, 16, dtype=torch.bfloat16)
+    torch.nn.ModuleList([embedding, layer]).to(dtype)
+    x = torch.randn(1, 8, 16, dtype=dtype)
     return layer(x + embedding(x))
 
 
@@ -158,10 +158,12 @@ def test_the_safe_fix_leaves_a_forward_that_returns_its_product_uncast() -> None
     """A float32 product would make the embedding float32, and the bf16 layer that takes it would fail ("mat1 and mat2
     must have the same dtype"): no fix is offered, and the safe fix changes nothing."""
     assert _safely_fixed(_RETURNS_THE_PRODUCT) == _RETURNS_THE_PRODUCT
-    assert _in_a_bf16_model(_RETURNS_THE_PRODUCT).dtype == torch.bfloat16
+    assert _in_a_model(_RETURNS_THE_PRODUCT, torch.bfloat16).dtype == torch.bfloat16
 
 
-def test_the_safe_fix_of_a_forward_that_casts_what_it_returns_keeps_its_dtype() -> None:
+def test_the_safe_fix_of_a_forward_that_casts_what_it_returns_keeps_its_dtype_and_fp32_values() -> None:
     fixed = _safely_fixed(_CASTS_WHAT_IT_RETURNS)
     assert "enabled=False" in fixed and "positions.float()" in fixed
-    assert _in_a_bf16_model(fixed).dtype == _in_a_bf16_model(_CASTS_WHAT_IT_RETURNS).dtype == torch.bfloat16
+    in_bf16 = _in_a_model(fixed, torch.bfloat16), _in_a_model(_CASTS_WHAT_IT_RETURNS, torch.bfloat16)
+    assert [result.dtype for result in in_bf16] == [torch.bfloat16, torch.bfloat16]
+    assert torch.equal(_in_a_model(fixed, torch.float32), _in_a_model(_CASTS_WHAT_IT_RETURNS, torch.float32))

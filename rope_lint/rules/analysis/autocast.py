@@ -174,11 +174,10 @@ def returns_cast(ctx: FileContext, function: FunctionNode) -> bool:
     leave the results' dtypes as they were: in a module cast with `.to(torch.bfloat16)`, a product of its bf16 tables
     is bf16, and `return emb * self.scale` of a float32 product would hand float32 to the bf16 layers after it, which
     fail."""
-    nodes = list(own_nodes(function))
     bound: dict[str, list[ast.expr | None]] = {}  # by the target's text: the values bound to it, None where unknown
-    for node in nodes:
-        for target, value in _bound_values(node):
-            bound.setdefault(ast.unparse(target), []).append(value)
+    for target, value in _bindings(function):
+        for element, own in _unpacked(target, value):
+            bound.setdefault(ast.unparse(element), []).append(own)
 
     def is_cast(value: ast.expr) -> bool:
         if dtype_cast(ctx, value) is not None:
@@ -186,33 +185,20 @@ def returns_cast(ctx: FileContext, function: FunctionNode) -> bool:
         values = bound.get(ast.unparse(value), []) if isinstance(value, ast.Name | ast.Attribute) else []
         return bool(values) and all(known is not None and dtype_cast(ctx, known) is not None for known in values)
 
-    returns = [node for node in nodes if isinstance(node, ast.Return)]
+    returns = [node for node in own_nodes(function) if isinstance(node, ast.Return)]
     return bool(returns) and all(
         node.value is not None and all(is_cast(value) for value in _elements(node.value)) for node in returns
     )
 
 
-def _bound_values(node: ast.AST) -> list[tuple[ast.expr, ast.expr | None]]:
-    """The targets that `node` binds, each with its value; None where it has no expression of its own (an augmented
-    assignment, a loop's or a `with`'s target, an unpacking of anything but a tuple of as many values)."""
-    if isinstance(node, ast.Assign):
-        return [pair for target in node.targets for pair in _unpacked(target, node.value)]
-    if isinstance(node, ast.AnnAssign):
-        return [(node.target, node.value)]
-    if isinstance(node, ast.AugAssign | ast.For | ast.AsyncFor | ast.NamedExpr):
-        return _unpacked(node.target, None)
-    if isinstance(node, ast.withitem) and node.optional_vars is not None:
-        return _unpacked(node.optional_vars, None)
-    return []
-
-
-def _unpacked(target: ast.expr, value: ast.expr | None) -> list[tuple[ast.expr, ast.expr | None]]:
+def _unpacked(target: ast.expr, value: ast.expr) -> list[tuple[ast.expr, ast.expr | None]]:
+    """Each target that a binding (`_bindings`) makes, with the value bound to it; None where it has none of its own:
+    an unpacking of anything but a tuple of as many values."""
     if not isinstance(target, ast.Tuple | ast.List):
         return [(target, value)]
-    values: list[ast.expr | None] = [None] * len(target.elts)
-    if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts):
-        values = list(value.elts)
-    return [pair for element, own in zip(target.elts, values, strict=True) for pair in _unpacked(element, own)]
+    if not (isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts)):
+        return [(element, None) for element in target.elts]
+    return [pair for element, own in zip(target.elts, value.elts, strict=True) for pair in _unpacked(element, own)]
 
 
 def _elements(value: ast.expr) -> list[ast.expr]:
