@@ -1,18 +1,20 @@
-"""The autocast codemod: RoPE frequency products in `forward` run in float32, with autocast off (RPL204's fix).
+"""The autocast codemod: RoPE frequency products in `forward` run with autocast off, in float32 or wider (RPL204's fix).
 
 In the `forward` of every rotary class, a statement with a product that autocast lowers on some device (`@`,
 `torch.matmul`, `mm`, `bmm`, `mv`, `einsum`, `tensordot`, under whatever name the file imports torch; not `outer`
 or `ger`), whose operands derive from frequencies or positions and not from the activation (not the attention
 products `q @ k.transpose(-2, -1)`), that no `torch.autocast(..., enabled=False)` encloses and whose operands are
-not all upcast goes into
+not all float64 goes into
 
     with torch.autocast(device_type=<input>.device.type, enabled=False):
 
-with its operands upcast with `.float()`. `<input>` is a tensor that `forward` takes on every path
-(`rotary.device_source`); a `forward` without one (it takes a sequence length) is left as it is, and so is a
-`forward` whose decorator turns autocast off, or one that returns a value it does not cast to a dtype
-(`autocast.returns_cast`). Consecutive such statements share one block. `forward` casts its results at the end as
-before, so their dtypes do not change: the fix is safe.
+Its operands that are not upcast yet (read through the names they are bound to) take the dtype of one that is
+(`.float()`), else `.to(torch.promote_types(t.dtype, torch.float32))`: bf16 becomes float32, and a float64 module's
+product stays float64. `<input>` is a tensor that `forward` takes on every path (`rotary.device_source`); a
+`forward` without one (it takes a sequence length) is left as it is, and so is a `forward` whose decorator turns
+autocast off, or one that returns a value it does not cast to a dtype (`autocast.returns_cast`), and so is every
+`forward` of a file written for TorchScript (`autocast.written_for_torchscript`). Consecutive such statements share
+one block. `forward` casts its results at the end as before, so their dtypes do not change: the fix is safe.
 
 Run it through rope-lint (`rope-lint fix`, on files with RPL204 findings) or LibCST:
 `python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_autocast.RopeAutocastCommand PATH`.
@@ -36,7 +38,7 @@ from rope_lint.codemods.rope_tables import rotary_class_names
 
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.edits import as_operand, cast_to_float
+from rope_lint.rules.edits import as_operand, with_method
 
 _MATMUL = m.BinaryOperation(operator=m.MatrixMultiply())
 
@@ -94,13 +96,6 @@ class _Names:
         literal = equation.evaluated_value if isinstance(equation, cst.SimpleString) else None
         return name is not None and bool(autocast.lowered_on(name, literal if isinstance(literal, str) else None))
 
-    def is_upcast(self, node: cst.BaseExpression) -> bool:
-        """`t.float()`, `t.double()`, or `t.to(...)` naming float32 or float64."""
-        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
-            return False
-        dtypes = [arg.value for arg in node.args if arg.keyword is None or arg.keyword.value == "dtype"]
-        return autocast.is_upcast(node.func.attr.value, (self.qualified(dtype) for dtype in dtypes))
-
     def operands(self, product: cst.CSTNode) -> list[cst.BaseExpression]:
         if isinstance(product, cst.BinaryOperation):
             return [product.left, product.right]
@@ -116,6 +111,10 @@ class _Products:
     def __init__(self, names: _Names, inputs: autocast.ProductInputs) -> None:
         self.names = names
         self.inputs = inputs
+
+    def upcast(self, operand: cst.BaseExpression) -> autocast.Upcast | None:
+        """How the operand is upcast, read as the rule reads it (`ProductInputs.upcast`)."""
+        return self.inputs.upcast(self.names.imports, _as_ast(operand))
 
     def is_frequency_product(self, product: cst.CSTNode) -> bool:
         if not (m.matches(product, _MATMUL) or m.matches(product, self.names.product_call())):
@@ -156,6 +155,7 @@ class _AutocastOff(cst.CSTTransformer):
             or not isinstance(updated_node.body, cst.IndentedBlock)
             or autocast.decorated_autocast_off(parsed, self.names.off_decorators)
             or not autocast.returns_cast(self.names.imports, parsed)
+            or autocast.written_for_torchscript(self.names.imports.source)
         ):
             return updated_node
         products = _Products(self.names, autocast.ProductInputs(parsed, self.classes[-1][1]))
@@ -206,7 +206,8 @@ def _has_autocast_product(statement: cst.SimpleStatementLine, products: _Product
     names = products.names
     found = [*findall(statement, _MATMUL), *findall(statement, names.product_call())]
     return any(
-        products.is_frequency_product(product) and not all(map(names.is_upcast, names.operands(product)))
+        products.is_frequency_product(product)
+        and not autocast.runs_in_float64(map(products.upcast, names.operands(product)))
         for product in found
     )
 
@@ -222,7 +223,8 @@ def _disables_autocast(node: cst.BaseExpression) -> bool:
 
 
 class _Upcast(cst.CSTTransformer):
-    """`.float()` on every operand of a frequency product that is not upcast already."""
+    """An upcast on every operand of a frequency product that has none: the dtype of an operand that has one, else
+    float32 or wider (`autocast.upcast_for_the_rest`)."""
 
     def __init__(self, products: _Products) -> None:
         super().__init__()
@@ -234,19 +236,34 @@ class _Upcast(cst.CSTTransformer):
     ) -> cst.BaseExpression:
         if not self.products.is_frequency_product(original_node):
             return updated_node
-        return updated_node.with_changes(
-            left=self._as_float(updated_node.left), right=self._as_float(updated_node.right)
-        )
+        left, right = self._upcast([updated_node.left, updated_node.right])
+        return updated_node.with_changes(left=left, right=right)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if not self.products.is_frequency_product(original_node):
             return updated_node
-        operands = {id(operand) for operand in self.names.operands(updated_node)}
-        args = [arg.with_changes(value=self._as_float(arg.value)) if id(arg.value) in operands else arg
+        operands = self.names.operands(updated_node)
+        upcast = dict(zip(map(id, operands), self._upcast(operands), strict=True))
+        args = [arg.with_changes(value=upcast[id(arg.value)]) if id(arg.value) in upcast else arg
                 for arg in updated_node.args]  # fmt: skip
         return updated_node.with_changes(args=args)
 
-    def _as_float(self, node: cst.BaseExpression) -> cst.BaseExpression:
-        if self.names.is_upcast(node):
-            return node
-        return cast_to_float(as_operand(node))
+    def _upcast(self, operands: list[cst.BaseExpression]) -> list[cst.BaseExpression]:
+        upcasts = [self.products.upcast(operand) for operand in operands]
+        rest = autocast.upcast_for_the_rest(upcasts)
+        return [
+            operand if upcast else self._with_upcast(operand, rest)
+            for operand, upcast in zip(operands, upcasts, strict=True)
+        ]
+
+    def _with_upcast(self, operand: cst.BaseExpression, upcast: autocast.Upcast) -> cst.Call:
+        """`t.float()`, `t.double()`, or `t.to(torch.promote_types(t.dtype, torch.float32))`."""
+        if upcast is not autocast.Upcast.AT_LEAST_FLOAT32:
+            return with_method(as_operand(operand), "float()" if upcast is autocast.Upcast.FLOAT32 else "double()")
+        # Indexing keeps the dtype: `self.inv_freq[None, :, None]` has that of `self.inv_freq`.
+        source = operand
+        while isinstance(source, cst.Subscript):
+            source = source.value
+        dtype = f"{cst.Module([]).code_for_node(as_operand(source))}.dtype"
+        torch = self.names.torch
+        return with_method(as_operand(operand), f"to({torch}.promote_types({dtype}, {torch}.float32))")

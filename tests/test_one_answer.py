@@ -176,15 +176,22 @@ def test_an_aliased_product_is_flagged_by_the_rule_and_rewritten_by_the_codemod(
     result = rope_lint("fix", "--select", "RPL204", str(path))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     fixed = path.read_text()
-    upcast = PRODUCTS[function].replace("positions,", "positions.float(),").replace("inv_freq)", "inv_freq.float())")
-    assert fixed == source.replace(
+    # Neither operand is upcast: each is promoted to float32 or wider, with the file's name for torch.
+    upcast = (
+        PRODUCTS[function]
+        .replace("positions,", "positions.to(t.promote_types(positions.dtype, t.float32)),")
+        .replace("inv_freq)", "inv_freq.to(t.promote_types(self.inv_freq.dtype, t.float32)))")
+    )
+    expected = source.replace(
         f"        freqs = {PRODUCTS[function]}\n",
         f"        with t.autocast(device_type=x.device.type, enabled=False):\n            freqs = {upcast}\n",
     )
+    # rope-lint formats what it writes; the codemod on its own, given the whole module (as `python -m libcst.tool
+    # codemod` gives it), does not.
+    assert ast.dump(ast.parse(fixed)) == ast.dump(ast.parse(expected))
     assert rpl204(path) == []
-    # The codemod on its own, given the whole module (as `python -m libcst.tool codemod` gives it), rewrites alike.
     command = RopeAutocastCommand(CodemodContext())
-    assert command.transform_module(cst.parse_module(source)).code == fixed
+    assert command.transform_module(cst.parse_module(source)).code == expected
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ what `forward` returns, in a model cast to bf16."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import libcst as cst
@@ -163,7 +164,123 @@ def test_the_safe_fix_leaves_a_forward_that_returns_its_product_uncast() -> None
 
 def test_the_safe_fix_of_a_forward_that_casts_what_it_returns_keeps_its_dtype_and_fp32_values() -> None:
     fixed = _safely_fixed(_CASTS_WHAT_IT_RETURNS)
-    assert "enabled=False" in fixed and "positions.float()" in fixed
+    assert "enabled=False" in fixed and "promote_types(positions.dtype, torch.float32)" in fixed
     in_bf16 = _in_a_model(fixed, torch.bfloat16), _in_a_model(_CASTS_WHAT_IT_RETURNS, torch.bfloat16)
     assert [result.dtype for result in in_bf16] == [torch.bfloat16, torch.bfloat16]
     assert torch.equal(_in_a_model(fixed, torch.float32), _in_a_model(_CASTS_WHAT_IT_RETURNS, torch.float32))
+
+
+def test_the_safe_fix_keeps_a_float64_module_in_float64() -> None:
+    """DESIGN §8: a dtype is never lowered. No operand is upcast, so their dtype is known at run time only: `.float()`
+    would compute the float64 product in float32 (-0.74777740 for -0.7477773956818 at position 4999); the promotion
+    keeps every value."""
+    fixed = _safely_fixed(_CASTS_WHAT_IT_RETURNS)
+    assert torch.equal(_in_a_model(fixed, torch.float64), _in_a_model(_CASTS_WHAT_IT_RETURNS, torch.float64))
+    assert "promote_types(self.inv_freq.dtype, torch.float32)" in fixed
+
+
+# A Llama-shaped forward whose operands are upcast with `.float()`, through the names they are bound to, and whose
+# product runs with autocast on: autocast casts float32 inputs to its dtype, `.float()` or not.
+_UPCAST_UNDER_AUTOCAST = """\
+import torch
+
+
+class RotaryEmbedding(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim), persistent=False)
+
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)
+        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+"""
+
+
+def _cos_under_cpu_autocast(source: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The class's cos table in fp32, and under CPU autocast to bf16, for positions up to 4,096."""
+    namespace: dict = {}
+    exec(compile(source, "rotary.py", "exec"), namespace)
+    rotary, x = namespace["RotaryEmbedding"](64), torch.randn(1, 4096, 64)
+    positions = torch.arange(4096)[None]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under_autocast = rotary(x, positions)[0]
+    return rotary(x, positions)[0], under_autocast
+
+
+@pytest.mark.parametrize(
+    "product",
+    ["inv_freq_expanded @ position_ids_expanded", "inv_freq_expanded.float() @ position_ids_expanded.float()"],
+)
+def test_operands_upcast_with_float_are_flagged_and_the_fix_is_the_block_alone(product: str) -> None:
+    source = _UPCAST_UNDER_AUTOCAST.replace("inv_freq_expanded @ position_ids_expanded", product)
+    reference, lowered = _cos_under_cpu_autocast(source)
+    assert (reference - lowered).abs().max() > 0.5  # the angles of a bf16 product are off by whole radians
+    fixed = _safely_fixed(source)
+    assert fixed == source.replace(
+        f"        freqs = ({product}).transpose(1, 2)\n",
+        "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
+        f"            freqs = ({product}).transpose(1, 2)\n",
+    )
+    reference_fixed, under_autocast = _cos_under_cpu_autocast(fixed)
+    assert torch.equal(reference_fixed, reference) and torch.equal(under_autocast, reference)
+
+
+# A 2D vision RoPE in a file written for TorchScript, as timm writes them: `torch.jit.script` compiles it.
+_SCRIPTED = """\
+from typing import List, Tuple
+
+import torch
+
+
+class Rope2D(torch.nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim), persistent=False)
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        tables: List[torch.Tensor] = []
+        for axis in range(2):
+            freqs = (inv_freq_expanded @ position_ids[:, None, :, axis].float()).transpose(1, 2)
+            tables.append(freqs.cos())
+        cos = torch.cat(tables, dim=-1).to(dtype=x.dtype)
+        return cos, cos
+
+    @torch.jit.ignore
+    def extra_repr(self) -> str:
+        return "2D"
+"""
+
+
+def _runs_scripted(tmp_path: Path, source: str, name: str) -> bool:
+    """Whether the class compiled by `torch.jit.script`, from a file of its own (TorchScript reads the source),
+    runs."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scripted = torch.jit.script(module.Rope2D(8))
+    try:
+        scripted(torch.randn(1, 4, 8), torch.randint(0, 16, (1, 4, 2)))
+    except RuntimeError:  # "Autocast device argument must be a constant"
+        return False
+    return True
+
+
+def test_no_fix_in_a_file_written_for_torchscript(tmp_path: Path) -> None:
+    """TorchScript takes only a constant device type in `torch.autocast`: the scripted class would fail with the
+    block."""
+    found = check_source("rope.py", _SCRIPTED, Settings([RopeAutocast()], Path(".")))
+    assert [(finding.code, finding.fix) for finding in found] == [("RPL204", None)]
+    codemod = RopeAutocastCommand(CodemodContext())
+    assert codemod.transform_module(cst.parse_module(_SCRIPTED)).code == _SCRIPTED
+    assert _runs_scripted(tmp_path, _SCRIPTED, "original")
+    # Why: the same class in a file with no sign of TorchScript gets the block, which TorchScript does not compile.
+    unmarked = _SCRIPTED.replace("    @torch.jit.ignore\n", "")
+    rewritten = codemod.transform_module(cst.parse_module(unmarked)).code
+    assert "enabled=False" in rewritten
+    assert not _runs_scripted(tmp_path, rewritten, "rewritten")

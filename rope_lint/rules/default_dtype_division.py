@@ -123,7 +123,7 @@ class DefaultDtypeDivision(Rule):
     def fix(self, node: cst.CSTNode, payload: None) -> cst.CSTNode:
         from rope_lint.rules import edits
 
-        return edits.cast_to_float(node)
+        return edits.with_method(node, "float()")
 
     examples = (
         Invalid(

@@ -22,9 +22,7 @@ def int64_enumeration(call: cst.Call, enumeration: Int64Enumeration) -> cst.Base
         int64_call = _with_end_rounded(int64_call, enumeration.end_rounding)
     if not enumeration.cast:
         return int64_call
-    cast = cst.parse_expression(f"_.{enumeration.cast}")
-    assert isinstance(cast, cst.Call) and isinstance(cast.func, cst.Attribute)
-    return cast.with_changes(func=cast.func.with_changes(value=int64_call))
+    return with_method(int64_call, enumeration.cast)
 
 
 def _with_end_rounded(call: cst.Call, rounding: str) -> cst.Call:
@@ -88,9 +86,11 @@ def with_keyword(call: cst.Call, keyword: str, value_code: str) -> cst.Call:
 EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
-def cast_to_float(node: cst.BaseExpression) -> cst.Call:
-    """`node.float()`."""
-    return cst.Call(func=cst.Attribute(value=node, attr=cst.Name("float")))
+def with_method(node: cst.BaseExpression, call_code: str) -> cst.Call:
+    """`node.<call_code>`: `node.float()` for "float()"."""
+    call = cst.parse_expression(f"_.{call_code}")
+    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+    return call.with_changes(func=call.func.with_changes(value=node))
 
 
 # The log-domain rules (RPL301-RPL307). Detection has matched the shape already, with names resolved; these only take

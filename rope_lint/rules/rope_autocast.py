@@ -16,8 +16,9 @@ class RopeAutocast(Rule):
 
     ## What it does
     In the `forward` of a rotary class, flags a product of positions and frequencies that autocast runs in its
-    lower-precision dtype, when neither its operands are upcast to float32 nor autocast is off around it (an
-    enclosing `with torch.autocast(..., enabled=False)`, or such a decorator on `forward`).
+    lower-precision dtype, unless autocast is off around it (an enclosing `with torch.autocast(..., enabled=False)`,
+    or such a decorator on `forward`) or every operand is float64 (`.double()`), which autocast leaves alone. Operands
+    upcast with `.float()` do not escape: autocast casts float32 inputs to its dtype.
 
     Which products autocast lowers is torch's own list (torch 2.13, `rules/analysis/autocast.py`'s `LOWERING`):
     - `@`, `torch.matmul`, `mm`, `bmm`: on CUDA and CPU;
@@ -53,13 +54,17 @@ class RopeAutocast(Rule):
     or `freqs = torch.outer(positions.float(), inv_freq.float())`, which autocast does not lower.
 
     ## Fix safety
-    Safe: the product and the tables come out in float32, and `forward` casts what it returns to a dtype
-    (`cos.to(dtype=x.dtype)`) as before, so its results keep their dtypes. The autocast codemod
-    (`codemods/rope_autocast.py`) makes the edit: it wraps each run of statements holding such a product in one
-    autocast-off block and upcasts the product's operands. No fix for a `forward` that takes no tensor (a
-    sequence length alone): the block has no device type to name. Nor for one that returns a value without
-    such a cast (`return emb * self.scale`): in a module cast to bf16 the product was bf16, and a float32 result
-    would fail in the bf16 layers that take it.
+    Safe: the product and the tables come out in float32, or in float64 where they were, and `forward` casts what
+    it returns to a dtype (`cos.to(dtype=x.dtype)`) as before, so its results keep their dtypes. The autocast
+    codemod (`codemods/rope_autocast.py`) makes the edit: it wraps each run of statements holding such a product in
+    one autocast-off block, and upcasts the operands that are not upcast yet, through the names they are bound to:
+    to the dtype of one that is (`.float()`), else with `.to(torch.promote_types(t.dtype, torch.float32))`, so that
+    a float64 module's product stays float64. No fix for a `forward` that takes no tensor (a sequence length
+    alone): the block has no device type to name. Nor for one that returns a value without such a cast
+    (`return emb * self.scale`): in a module cast to bf16 the product was bf16, and a float32 result would fail in
+    the bf16 layers that take it. Nor in a file written for TorchScript (`torch.jit.Final`, `@torch.jit.ignore`,
+    `torch.jit.is_scripting()`): `torch.jit.script` takes only a constant device type in `torch.autocast`, and
+    would no longer compile the class.
 
     ## Known problems
     An activation that no submodule makes reads as no activation: in `x @ self.w_q`, with `x` an argument and `w_q`
@@ -72,7 +77,8 @@ class RopeAutocast(Rule):
     code = "RPL204"
     name = "rope-autocast"
     prefilter = PrefilterSpec(triggers=(b"inv_freq",), parses_whole_class=rotary.may_be_rotary)
-    # None for a forward that takes no tensor to name a device type, or that returns a value it does not cast.
+    # None for a forward that takes no tensor to name a device type, or that returns a value it does not cast, and
+    # in a file written for TorchScript.
     fix_availability = FixAvailability.SOMETIMES
     fix_safeties = frozenset({FixSafety.SAFE})
     fix_payloads = (ClassRewrite,)
@@ -90,8 +96,13 @@ class RopeAutocast(Rule):
                     off_decorators = ctx.derived(_autocast_off_decorators)
                 if not autocast.decorated_autocast_off(method, off_decorators or frozenset()):
                     # The autocast block names the device type of a tensor forward takes; without one, no fix. Nor
-                    # where the float32 product could reach the caller (`autocast.returns_cast`).
-                    fixable = rotary.device_source(method) is not None and autocast.returns_cast(ctx, method)
+                    # where the float32 product could reach the caller (`autocast.returns_cast`), or where the class
+                    # may be scripted.
+                    fixable = (
+                        rotary.device_source(method) is not None
+                        and autocast.returns_cast(ctx, method)
+                        and not autocast.written_for_torchscript(ctx.source)
+                    )
                     rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name)) if fixable else None
                     inputs = autocast.ProductInputs(method, {other.name for other in methods})
                     yield from self._check_forward(ctx, method.body, inputs, rewrite, autocast_off=False)
@@ -123,11 +134,12 @@ class RopeAutocast(Rule):
                 if product is None:
                     continue
                 devices, operands = product
-                if inputs.is_frequency_product(operands) and not all(_is_upcast(ctx, operand) for operand in operands):
+                upcasts = [inputs.upcast(ctx, operand) for operand in operands]
+                if inputs.is_frequency_product(operands) and not autocast.runs_in_float64(upcasts):
                     yield self.report(
                         node,
-                        f"the RoPE frequency product runs in the autocast dtype on {' and '.join(devices)}; upcast its "
-                        "operands with `.float()` and wrap it in `torch.autocast(..., enabled=False)`",
+                        f"the RoPE frequency product runs in the autocast dtype on {' and '.join(devices)}; wrap it in "
+                        "`torch.autocast(..., enabled=False)` with its operands in float32 or wider",
                         rewrite,
                     )
 
@@ -150,17 +162,41 @@ class RopeAutocast(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
+            # Operands upcast with `.float()`, here through the names they are bound to, do not escape autocast: it
+            # casts float32 inputs to its dtype. The block is the whole fix.
             "import torch\n"
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
-            "        freqs = (self.inv_freq[None, :, None] @ position_ids[:, None, :]).mT\n"
+            "        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)\n"
+            "        position_ids_expanded = position_ids[:, None, :].float()\n"
+            "        freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)\n"
             "        return freqs.cos().to(dtype=x.dtype), freqs.sin().to(dtype=x.dtype)\n",
             fixed="import torch\n"
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
+            "        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)\n"
+            "        position_ids_expanded = position_ids[:, None, :].float()\n"
             "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
-            "            freqs = (self.inv_freq[None, :, None].float() @ position_ids[:, None, :].float()).mT\n"
+            "            freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)\n"
             "        return freqs.cos().to(dtype=x.dtype), freqs.sin().to(dtype=x.dtype)\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            # No operand is upcast: their dtype is known at run time only. `.float()` would compute a float64
+            # module's product in float32; the promotion keeps float64 and raises bf16 to float32.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        t = torch.arange(x.shape[1], device=x.device).type_as(self.inv_freq)\n"
+            "        freqs = t[:, None] @ self.inv_freq[None, :]\n"
+            "        return freqs.cos().type_as(x), freqs.sin().type_as(x)\n",
+            fixed="import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        t = torch.arange(x.shape[1], device=x.device).type_as(self.inv_freq)\n"
+            "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
+            "            freqs = t[:, None].to(torch.promote_types(t.dtype, torch.float32)) @ self.inv_freq[None, :].to(torch.promote_types(self.inv_freq.dtype, torch.float32))\n"  # noqa: E501
+            "        return freqs.cos().type_as(x), freqs.sin().type_as(x)\n",
             safety=FixSafety.SAFE,
         ),
         Invalid(
@@ -171,7 +207,7 @@ class RopeAutocast(Rule):
             "        t = torch.arange(seq_len, device=x.device)\n"
             "        # the angles\n"
             "        freqs = torch.outer(t, self.inv_freq)\n"
-            "        emb = torch.einsum('i,j->ij', t, self.inv_freq)\n"
+            "        emb = torch.einsum('i,j->ij', t.float(), self.inv_freq)\n"
             "        return freqs.cos().type_as(x), emb.type_as(x)\n",
             fixed="import torch\n"
             "class RotaryEmbedding(torch.nn.Module):\n"
@@ -215,6 +251,14 @@ class RopeAutocast(Rule):
             "    def forward(self, x, position_ids):\n"
             "        freqs = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)\n"
             "        return freqs.cos(), freqs.sin()\n"
+        ),
+        Valid(
+            # Operands in float64: autocast leaves float64 alone.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def forward(self, x, position_ids):\n"
+            "        freqs = self.inv_freq[:, None].double() @ position_ids[None, :].double()\n"
+            "        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)\n"
         ),
         Valid(
             # Autocast is off for the whole of forward, by its decorator.
@@ -273,6 +317,15 @@ class RopeAutocast(Rule):
             "        return torch.cat((emb.sin(), emb.cos()), dim=-1) * self.scale\n"
         ),
         Invalid(
+            # A file written for TorchScript: `torch.jit.script` would not compile the block. No fix.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    fused: torch.jit.Final[bool]\n"
+            "    def forward(self, x, position_ids):\n"
+            "        freqs = (self.inv_freq[:, None].float() @ position_ids[None, :].float()).mT\n"
+            "        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)\n"
+        ),
+        Invalid(
             # In a RoPE attention class, the frequency product is flagged; the attention products, whose operands
             # derive from the activation, are not. No fix: the float32 angles would make the queries, the keys
             # and the result float32.
@@ -309,14 +362,6 @@ def _product(ctx: FileContext, node: ast.AST) -> tuple[tuple[str, ...], list[ast
     literal = equation.value if isinstance(equation, ast.Constant) and isinstance(equation.value, str) else None
     devices = autocast.lowered_on(name, literal)
     return (devices, autocast.product_operands(name, node.args)) if devices else None
-
-
-def _is_upcast(ctx: FileContext, node: ast.expr) -> bool:
-    """`t.float()`, `t.double()`, `t.to(torch.float32)`, `t.to(device=d, dtype=torch.float)`."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return False
-    dtypes = [*node.args, *(kw.value for kw in node.keywords if kw.arg == "dtype")]
-    return autocast.is_upcast(node.func.attr, (ctx.qualified_name(dtype) for dtype in dtypes))
 
 
 def _autocast_off_decorators(ctx: FileContext) -> frozenset[str]:

@@ -14,6 +14,7 @@ from enum import Enum
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
+from rope_lint.rules.analysis.dtypes import DTYPE_PRESERVING_METHODS, FLOAT32_DTYPES, FLOAT64_DTYPES, qualified_dtype
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE, dtype_cast, own_nodes
 
 if TYPE_CHECKING:
@@ -58,12 +59,6 @@ LOWERING: dict[str, tuple[Lowered, Lowered]] = {
 }
 # Its first argument is the equation, not an operand.
 _EQUATION_FIRST = "torch.einsum"
-# `t.float()`, `t.double()`: an operand upcast whatever autocast does.
-UPCAST_METHODS = frozenset({"float", "double"})
-# The dtypes a `t.to(...)` upcasts to.
-UPCAST_DTYPES = frozenset({"torch.float", "torch.float32", "torch.float64"})
-
-
 # The functions among them that autocast lowers on some device.
 PRODUCT_FUNCTIONS = frozenset(
     name
@@ -104,12 +99,50 @@ def product_operands(qualified_name: str | None, positional: Sequence[T]) -> lis
     return list(positional[1:] if qualified_name == _EQUATION_FIRST else positional[:2])
 
 
-def is_upcast(method: str, dtype_names: Iterable[str | None]) -> bool:
-    """Whether `<operand>.<method>(...)` is upcast: `.float()`, `.double()`, or a `.to(...)` whose dtype (positional,
-    or `dtype=`), by its qualified name in `dtype_names`, is float32 or float64."""
-    if method in UPCAST_METHODS:
-        return True
-    return method == "to" and any(name in UPCAST_DTYPES for name in dtype_names)
+class Upcast(Enum):
+    """The dtype an operand of a product is upcast to, whatever autocast does."""
+
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+    # `t.to(torch.promote_types(t.dtype, torch.float32))`: float64 where `t` is, else float32; known at run time.
+    AT_LEAST_FLOAT32 = "float32 or wider"
+
+
+def upcast(ctx: FileContext, operand: ast.expr) -> Upcast | None:
+    """How `operand` is upcast: `t.float()` and `t.to(torch.float32)` to float32, `t.double()` and
+    `t.to(torch.float64)` to float64, `t.to(torch.promote_types(..., torch.float32))` to float32 or wider; None for
+    an operand that is not."""
+    if not (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute)):
+        return None
+    method = operand.func.attr
+    if method in ("float", "double"):
+        return Upcast.FLOAT32 if method == "float" else Upcast.FLOAT64
+    if method != "to":
+        return None
+    for dtype in [*operand.args, *(kw.value for kw in operand.keywords if kw.arg == "dtype")]:
+        if isinstance(dtype, ast.Call) and ctx.qualified_name(dtype.func) == "torch.promote_types":
+            if any(qualified_dtype(ctx, argument) in FLOAT32_DTYPES for argument in dtype.args):
+                return Upcast.AT_LEAST_FLOAT32
+        elif (name := qualified_dtype(ctx, dtype)) in FLOAT32_DTYPES or name in FLOAT64_DTYPES:
+            return Upcast.FLOAT32 if name in FLOAT32_DTYPES else Upcast.FLOAT64
+    return None
+
+
+def runs_in_float64(upcasts: Iterable[Upcast | None]) -> bool:
+    """Whether a product with operands so upcast runs in float64, which autocast leaves alone: every operand is
+    `.double()`. Autocast casts float32 operands to its dtype, those upcast with `.float()` too; where one operand
+    is float32 and another float64, CUDA casts the first before an `einsum` that promotes them."""
+    upcasts = list(upcasts)
+    return bool(upcasts) and all(upcast is Upcast.FLOAT64 for upcast in upcasts)
+
+
+def upcast_for_the_rest(upcasts: Iterable[Upcast | None]) -> Upcast:
+    """The upcast that the fix gives the operands of a product that have none, from those of the others: the dtype
+    of one that has one, the widest, as a product outside autocast takes operands of one dtype (`@`) or promotes
+    them (`einsum`); else float32 or wider, as their dtype is known only at run time, and `.float()` would compute
+    the product of a float64 module in float32."""
+    known = set(upcasts)
+    return next((dtype for dtype in (Upcast.FLOAT64, Upcast.FLOAT32) if dtype in known), Upcast.AT_LEAST_FLOAT32)
 
 
 def disables_autocast(callee: str, enabled_false: bool) -> bool:
@@ -167,6 +200,19 @@ def decorated_autocast_off(function: FunctionNode, off_decorators: Collection[st
     )
 
 
+# What a file written to be compiled with `torch.jit.script` uses, in its code or its comments.
+_TORCHSCRIPT_MARKS = (
+    "jit.script", "jit.Final", "jit.ignore", "jit.unused", "jit.is_scripting", "jit.export", "jit.interface",
+)  # fmt: skip
+
+
+def written_for_torchscript(source: str) -> bool:
+    """Whether a file is written to be compiled with `torch.jit.script` (`torch.jit.Final`, `@torch.jit.ignore`,
+    `torch.jit.is_scripting()`): TorchScript takes only a constant device type in `torch.autocast`, so it cannot
+    compile a `forward` with the block that the fix writes (`device_type=x.device.type`)."""
+    return any(mark in source for mark in _TORCHSCRIPT_MARKS)
+
+
 def returns_cast(ctx: FileContext, function: FunctionNode) -> bool:
     """Whether every value that `function` returns is cast to a dtype (`cos.to(dtype=x.dtype)`, `.type_as(x)`,
     `.float()`), or is a tuple or list of such values, or a name or attribute that `function` binds only to such
@@ -174,10 +220,7 @@ def returns_cast(ctx: FileContext, function: FunctionNode) -> bool:
     leave the results' dtypes as they were: in a module cast with `.to(torch.bfloat16)`, a product of its bf16 tables
     is bf16, and `return emb * self.scale` of a float32 product would hand float32 to the bf16 layers after it, which
     fail."""
-    bound: dict[str, list[ast.expr | None]] = {}  # by the target's text: the values bound to it, None where unknown
-    for target, value in _bindings(function):
-        for element, own in _unpacked(target, value):
-            bound.setdefault(ast.unparse(element), []).append(own)
+    bound = bound_values(function)
 
     def is_cast(value: ast.expr) -> bool:
         if dtype_cast(ctx, value) is not None:
@@ -189,6 +232,16 @@ def returns_cast(ctx: FileContext, function: FunctionNode) -> bool:
     return bool(returns) and all(
         node.value is not None and all(is_cast(value) for value in _elements(node.value)) for node in returns
     )
+
+
+def bound_values(function: FunctionNode) -> dict[str, list[ast.expr | None]]:
+    """The values that `function` binds to each name or attribute, by its text (`self.cached`); None for a binding
+    with no value of its own (an unpacking of a call's result, a loop's target)."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    for target, value in _bindings(function):
+        for element, own in _unpacked(target, value):
+            bound.setdefault(ast.unparse(element), []).append(own)
+    return bound
 
 
 def _unpacked(target: ast.expr, value: ast.expr) -> list[tuple[ast.expr, ast.expr | None]]:
@@ -229,6 +282,7 @@ class ProductInputs:
 
     def __init__(self, function: FunctionNode, methods: Collection[str]) -> None:
         self.methods = methods
+        self.bound = bound_values(function)
         self.names: dict[str, frozenset[str]] = {}
         bindings = list(_bindings(function))
         changed = True
@@ -244,6 +298,21 @@ class ProductInputs:
     def is_frequency_product(self, operands: Iterable[ast.expr]) -> bool:
         facts = [self.facts(operand) for operand in operands]
         return any(FREQUENCIES_OR_POSITIONS in fact for fact in facts) and not any(ACTIVATION in fact for fact in facts)
+
+    def upcast(self, ctx: FileContext, operand: ast.expr, seen: frozenset[str] = frozenset()) -> Upcast | None:
+        """How an operand is upcast (`upcast`), under indexing and calls that keep its dtype (`t.float().expand(...)`,
+        `t.to(device)`); for a name, how every value it is bound to is
+        (`inv_freq_expanded = self.inv_freq[None, :, None].float().expand(...)`). A name that a binding reads back
+        (`inv_freq_expanded = inv_freq_expanded.to(x.device)`) adds nothing."""
+        operand = _dtype_source(ctx, operand)
+        if not isinstance(operand, ast.Name):
+            return upcast(ctx, operand)
+        upcasts = {
+            None if value is None else self.upcast(ctx, value, seen | {operand.id})
+            for value in self.bound.get(operand.id, [None])
+            if value is None or not _reads_back(ctx, value, seen | {operand.id})
+        }
+        return upcasts.pop() if len(upcasts) == 1 else None
 
     def facts(self, node: ast.expr) -> frozenset[str]:
         if isinstance(node, ast.Name):
@@ -274,6 +343,25 @@ class ProductInputs:
         if name in _ENUMERATIONS or name == TABLE_ON_DEVICE:  # lengths, whatever they are read from; a held table
             return frozenset({FREQUENCIES_OR_POSITIONS})
         return receiver | arguments
+
+
+def _dtype_source(ctx: FileContext, operand: ast.expr) -> ast.expr:
+    """The value under indexing and calls that keep its dtype: `t` of `t[None].expand(n, -1)` and of `t.to(device)`."""
+    while isinstance(operand, ast.Subscript) or (
+        isinstance(operand, ast.Call)
+        and isinstance(operand.func, ast.Attribute)
+        and (
+            operand.func.attr in DTYPE_PRESERVING_METHODS
+            or (operand.func.attr == "to" and dtype_cast(ctx, operand) is None)
+        )
+    ):
+        operand = operand.value if isinstance(operand, ast.Subscript) else operand.func.value
+    return operand
+
+
+def _reads_back(ctx: FileContext, value: ast.expr, names: frozenset[str]) -> bool:
+    source = _dtype_source(ctx, value)
+    return isinstance(source, ast.Name) and source.id in names
 
 
 def _bindings(function: FunctionNode) -> Iterable[tuple[ast.expr, ast.expr]]:

@@ -15,6 +15,7 @@ FLOATING_DTYPES = frozenset(
     f"torch.{name}" for name in ("float", "float32", "float16", "half", "bfloat16", "float64", "double")
 )
 FLOAT32_DTYPES = frozenset({"torch.float", "torch.float32"})
+FLOAT64_DTYPES = frozenset({"torch.double", "torch.float64"})
 INTEGER_DTYPES = frozenset(
     f"torch.{name}" for name in ("int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "bool")
 )
@@ -26,7 +27,7 @@ _FLOATING_CONSTRUCTORS = frozenset(
 _FLOAT_CASTS = frozenset({"float", "half", "bfloat16", "double"})
 _INTEGER_CASTS = frozenset({"long", "int", "short", "bool", "byte"})
 # Methods that keep their receiver's dtype: `x.view(...)` is floating when `x` is.
-_DTYPE_PRESERVING_METHODS = frozenset(
+DTYPE_PRESERVING_METHODS = frozenset(
     {
         "view", "reshape", "unsqueeze", "squeeze", "expand", "expand_as", "repeat", "permute", "transpose",
         "contiguous", "clone", "detach", "flatten", "narrow", "select", "cpu", "cuda", "flip", "roll",
@@ -149,7 +150,7 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
                 return is_floating_dtype(ctx, node.args[0], depth + 1)
             if method == "type_as" and node.args:
                 return is_floating_tensor(ctx, node.args[0], depth + 1)
-            if method in _DTYPE_PRESERVING_METHODS:
+            if method in DTYPE_PRESERVING_METHODS:
                 return is_floating_tensor(ctx, node.func.value, depth + 1)
         return _returns_floating(ctx, node, depth)
     return None
