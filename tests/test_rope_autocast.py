@@ -271,6 +271,7 @@ def _runs_scripted(tmp_path: Path, source: str, name: str) -> bool:
     return True
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 def test_no_fix_in_a_file_written_for_torchscript(tmp_path: Path) -> None:
     """TorchScript takes only a constant device type in `torch.autocast`: the scripted class would fail with the
     block."""
