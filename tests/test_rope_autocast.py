@@ -4,6 +4,7 @@ what `forward` returns, in a model cast to bf16."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from rope_lint.codemods.rope_autocast import RopeAutocastCommand
 from rope_lint.engine import Settings, check_source
 from rope_lint.fix.apply import apply_fixes, fixable
 from rope_lint.rules.analysis import autocast
+from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import Invalid, Valid
 from rope_lint.rules.rope_autocast import RopeAutocast
 
@@ -285,3 +287,28 @@ def test_no_fix_in_a_file_written_for_torchscript(tmp_path: Path) -> None:
     rewritten = codemod.transform_module(cst.parse_module(unmarked)).code
     assert "enabled=False" in rewritten
     assert not _runs_scripted(tmp_path, rewritten, "rewritten")
+
+
+@pytest.mark.parametrize(
+    ("binding", "expected"),
+    [
+        ("t = self.inv_freq.float()", autocast.Upcast.FLOAT32),
+        ("t = self.inv_freq[None, :, None].double().expand(2, -1, 1)", autocast.Upcast.FLOAT64),
+        ("t = self.inv_freq.to(torch.float32)\n    t = t.to(x.device)", autocast.Upcast.FLOAT32),
+        ("t = self.inv_freq.to(dtype=torch.promote_types(x.dtype, torch.float32))", autocast.Upcast.AT_LEAST_FLOAT32),
+        # A move to another tensor takes its dtype too; a name bound to values of two dtypes has none.
+        ("t = self.inv_freq.float().to(x)", None),
+        ("t = self.inv_freq.float()\n    t = self.inv_freq.double()", None),
+        ("t = self.inv_freq", None),
+    ],
+)
+def test_how_an_operand_is_upcast_through_the_names_it_is_bound_to(
+    binding: str, expected: autocast.Upcast | None
+) -> None:
+    source = f"import torch\ndef forward(self, x):\n    {binding}\n    return t @ t\n"
+    tree = ast.parse(source)
+    function = tree.body[1]
+    assert isinstance(function, ast.FunctionDef)
+    ctx = FileContext("rotary.py", source, tree, ())
+    inputs = autocast.ProductInputs(function, ())
+    assert inputs.upcast(ctx, ast.parse("t[:, None]", mode="eval").body) is expected

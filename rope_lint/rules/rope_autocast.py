@@ -134,7 +134,7 @@ class RopeAutocast(Rule):
                 if product is None:
                     continue
                 devices, operands = product
-                upcasts = [inputs.upcast(ctx, operand) for operand in operands]
+                upcasts = (inputs.upcast(ctx, operand) for operand in operands)
                 if inputs.is_frequency_product(operands) and not autocast.runs_in_float64(upcasts):
                     yield self.report(
                         node,
@@ -162,12 +162,13 @@ class RopeAutocast(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
-            # Operands upcast with `.float()`, here through the names they are bound to, do not escape autocast: it
-            # casts float32 inputs to its dtype. The block is the whole fix.
+            # Operands upcast with `.float()`, here through the names they are bound to (a move to a device keeps
+            # the dtype), do not escape autocast: it casts float32 inputs to its dtype. The block is the whole fix.
             "import torch\n"
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
             "        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)\n"
+            "        inv_freq_expanded = inv_freq_expanded.to(x.device)\n"
             "        position_ids_expanded = position_ids[:, None, :].float()\n"
             "        freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)\n"
             "        return freqs.cos().to(dtype=x.dtype), freqs.sin().to(dtype=x.dtype)\n",
@@ -175,6 +176,7 @@ class RopeAutocast(Rule):
             "class LlamaRotaryEmbedding(torch.nn.Module):\n"
             "    def forward(self, x, position_ids):\n"
             "        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)\n"
+            "        inv_freq_expanded = inv_freq_expanded.to(x.device)\n"
             "        position_ids_expanded = position_ids[:, None, :].float()\n"
             "        with torch.autocast(device_type=x.device.type, enabled=False):\n"
             "            freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)\n"

@@ -304,13 +304,13 @@ class ProductInputs:
         `t.to(device)`); for a name, how every value it is bound to is
         (`inv_freq_expanded = self.inv_freq[None, :, None].float().expand(...)`). A name that a binding reads back
         (`inv_freq_expanded = inv_freq_expanded.to(x.device)`) adds nothing."""
-        operand = _dtype_source(ctx, operand)
+        operand = _dtype_source(operand)
         if not isinstance(operand, ast.Name):
             return upcast(ctx, operand)
         upcasts = {
             None if value is None else self.upcast(ctx, value, seen | {operand.id})
             for value in self.bound.get(operand.id, [None])
-            if value is None or not _reads_back(ctx, value, seen | {operand.id})
+            if value is None or not _reads_back(value, seen | {operand.id})
         }
         return upcasts.pop() if len(upcasts) == 1 else None
 
@@ -345,22 +345,35 @@ class ProductInputs:
         return receiver | arguments
 
 
-def _dtype_source(ctx: FileContext, operand: ast.expr) -> ast.expr:
-    """The value under indexing and calls that keep its dtype: `t` of `t[None].expand(n, -1)` and of `t.to(device)`."""
+def _dtype_source(operand: ast.expr) -> ast.expr:
+    """The value under indexing and calls that keep its dtype: `t` of `t[None].expand(n, -1)` and of
+    `t.to(x.device)`."""
     while isinstance(operand, ast.Subscript) or (
         isinstance(operand, ast.Call)
         and isinstance(operand.func, ast.Attribute)
-        and (
-            operand.func.attr in DTYPE_PRESERVING_METHODS
-            or (operand.func.attr == "to" and dtype_cast(ctx, operand) is None)
-        )
+        and (operand.func.attr in DTYPE_PRESERVING_METHODS or _moves_only(operand))
     ):
         operand = operand.value if isinstance(operand, ast.Subscript) else operand.func.value
     return operand
 
 
-def _reads_back(ctx: FileContext, value: ast.expr, names: frozenset[str]) -> bool:
-    source = _dtype_source(ctx, value)
+def _moves_only(call: ast.Call) -> bool:
+    """`t.to(x.device)`, `t.to("cuda")`, `t.to(device=d, non_blocking=True)`: a move that keeps the dtype (not
+    `t.to(other)`, which takes the other tensor's dtype too)."""
+    assert isinstance(call.func, ast.Attribute)
+    return (
+        call.func.attr == "to"
+        and bool(call.args or call.keywords)
+        and all(
+            (isinstance(arg, ast.Attribute) and arg.attr == "device") or isinstance(arg, ast.Constant)
+            for arg in call.args
+        )
+        and all(keyword.arg in ("device", "non_blocking", "copy") for keyword in call.keywords)
+    )
+
+
+def _reads_back(value: ast.expr, names: frozenset[str]) -> bool:
+    source = _dtype_source(value)
     return isinstance(source, ast.Name) and source.id in names
 
 
