@@ -207,6 +207,57 @@ def test_a_fixed_class_that_returns_other_dtypes_under_a_condition_fails() -> No
     assert rows == [[FAILED, "PairRotaryEmbedding", returned]]
 
 
+# A sinusoidal embedding of box coordinates (transformers 4.37.2's Bros has its shape): its forward returns what it
+# computes from the table, with no cast, to a layer of the model.
+BOX_EMBEDDING = """\
+import torch
+from torch import nn
+
+
+class SinusoidalBoxEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, positions):
+        angles = positions[..., None] * self.inv_freq
+        return torch.cat([angles.sin(), angles.cos()], dim=-1)
+"""
+
+
+def _through_a_bf16_layer(path: Path) -> str:
+    """What a bf16 `nn.Linear` after the class, in a model cast to bf16, makes of its embedding: a dtype, or the
+    error."""
+    code = f"""
+        import runpy, torch
+        namespace = runpy.run_path({str(path)!r})
+        embedding, layer = namespace["SinusoidalBoxEmbedding"](16), torch.nn.Linear(16, 4)
+        torch.nn.ModuleList([embedding, layer]).to(torch.bfloat16)
+        try:
+            print(layer(embedding(torch.rand(3, dtype=torch.bfloat16) * 100)).dtype)
+        except RuntimeError as error:
+            print(error)
+    """
+    run = run_python(textwrap.dedent(code))
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout.strip()
+
+
+def test_a_fixed_class_that_returns_tables_in_other_dtypes_is_verified_with_a_note(tmp_path: Path) -> None:
+    """Attention code that takes float32 tables runs on, so such a class is verified; a layer that takes them as its
+    input fails, which the class alone cannot tell, so the line says under which condition its dtypes change."""
+    path = tmp_path / "boxes.py"
+    path.write_text(BOX_EMBEDDING)
+    assert _through_a_bf16_layer(path) == "torch.bfloat16"
+    run = rope_lint("fix", "--unsafe-fixes", "--verify", str(path))
+    assert run.returncode == 0, run.stdout + run.stderr
+    (line,) = lines_about(run.stdout, "SinusoidalBoxEmbedding")
+    assert " SinusoidalBoxEmbedding verified (fp32 max rel diff 0, " in line
+    assert "under to-bf16 it returns float32, the original bfloat16: a caller that hands what it returns" in line
+    assert "must have the same dtype" in _through_a_bf16_layer(path)
+
+
 def test_a_state_dict_change_a_dtype_change_and_an_import_error_fail() -> None:
     code = """
         verify(ORIGINAL.replace('"inv_freq", inv_freq, persistent=False', '"inv_freq", inv_freq'))

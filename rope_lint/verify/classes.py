@@ -141,16 +141,19 @@ def _compare_placement(original: Recipe, fixed: Recipe) -> None:
 
 def _check_conditions(original: Recipe, fp32_tables: Tables, fixed: Recipe) -> tuple[int, str | None]:
     """Run the fixed class under each condition: the number where its tables are clean, and a note of those where it
-    is no better than the original. Raises _Failure where it fails or exceeds the threshold and the original does
-    not, or, for a class that rotates its input, where it returns the rotated activations in other dtypes than the
-    original does (float32 tables that no longer follow the module's dtype would turn a bf16 model's activations
-    float32, and its next matmul fails)."""
+    is no better than the original, and of those where it returns other dtypes than the original. Raises _Failure
+    where it fails or exceeds the threshold and the original does not, or, for a class that rotates its input, where
+    it returns the rotated activations in other dtypes than the original does (float32 tables that no longer follow
+    the module's dtype would turn a bf16 model's activations float32, and its next matmul fails). A class that
+    returns tables passes with a note: attention code that takes float32 tables runs on (GPT-NeoX's), a layer that
+    takes them as its input fails (a bf16 `nn.Linear` after a sinusoidal embedding), and which one its caller is,
+    the class does not say."""
     try:
         reference: Tables | None = reference_for(original, fp32_tables).tables
         unmeasured = None
     except ValueError as error:  # the tables cannot be judged, but the fixed class must still build where it did
         reference, unmeasured = None, f"tables not measured, no float64 reference: {error}"
-    clean, as_before = 0, []
+    clean, as_before, other_dtypes = 0, [], []
     # A class that returns the activations it rotated hands them to the model's next layer, which takes them in the
     # original's dtype (a bf16 matmul fails on float32); tables are the attention code's to combine.
     rotates = original.forward_call.reading != TABLES
@@ -158,21 +161,25 @@ def _check_conditions(original: Recipe, fp32_tables: Tables, fixed: Recipe) -> t
         fixed_outcome, fixed_dtypes = _outcome(condition, fixed, reference)
         if fixed_outcome in (CLEAN, BUILT):
             clean += fixed_outcome == CLEAN
-            if rotates and any(dtype != condition.activation_dtype for dtype in fixed_dtypes):
+            if any(dtype != condition.activation_dtype for dtype in fixed_dtypes):
                 _, original_dtypes = _outcome(condition, original, reference)
                 if original_dtypes is not None and original_dtypes != fixed_dtypes:
                     returned = ", ".join(_dtype_name(dtype) for dtype in fixed_dtypes)
                     expected = ", ".join(_dtype_name(dtype) for dtype in original_dtypes)
-                    raise _Failure(
-                        f"under {condition.name} the fixed class returns {returned}; the original {expected}"
-                    )
+                    if rotates:
+                        raise _Failure(
+                            f"under {condition.name} the fixed class returns {returned}; the original {expected}"
+                        )
+                    other_dtypes.append(f"under {condition.name} it returns {returned}, the original {expected}")
             continue
         original_outcome, _ = _outcome(condition, original, reference)
         fails = fixed_outcome.startswith(FAILS) and not original_outcome.startswith(FAILS)
         if fails or original_outcome in (CLEAN, BUILT):
             raise _Failure(f"under {condition.name} the fixed class {fixed_outcome}; the original does not")
         as_before.append(f"{condition.name}: {fixed_outcome}, as the original")
-    return clean, "; ".join([*as_before, *([unmeasured] if unmeasured else [])]) or None
+    if other_dtypes:
+        other_dtypes[-1] += ": a caller that hands what it returns to a layer in the original's dtype fails"
+    return clean, "; ".join([*as_before, *other_dtypes, *([unmeasured] if unmeasured else [])]) or None
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
