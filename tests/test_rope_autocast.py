@@ -296,6 +296,9 @@ def test_no_fix_in_a_file_written_for_torchscript(tmp_path: Path) -> None:
         ("t = self.inv_freq[None, :, None].double().expand(2, -1, 1)", autocast.Upcast.FLOAT64),
         ("t = self.inv_freq.to(torch.float32)\n    t = t.to(x.device)", autocast.Upcast.FLOAT32),
         ("t = self.inv_freq.to(dtype=torch.promote_types(x.dtype, torch.float32))", autocast.Upcast.AT_LEAST_FLOAT32),
+        ("t = self.inv_freq.to(torch.promote_types(x.dtype, torch.float32))", autocast.Upcast.AT_LEAST_FLOAT32),
+        ("t = self.inv_freq.to(x.device, torch.float64).contiguous()", autocast.Upcast.FLOAT64),
+        ("t = self.inv_freq.to(torch.bfloat16)", None),
         # A move to another tensor takes its dtype too; a name bound to values of two dtypes has none.
         ("t = self.inv_freq.float().to(x)", None),
         ("t = self.inv_freq.float()\n    t = self.inv_freq.double()", None),

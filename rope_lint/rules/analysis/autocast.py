@@ -15,7 +15,7 @@ from enum import Enum
 from rope_lint import TYPE_CHECKING
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
 from rope_lint.rules.analysis.dtypes import DTYPE_PRESERVING_METHODS, FLOAT32_DTYPES, FLOAT64_DTYPES, qualified_dtype
-from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE, dtype_cast, own_nodes
+from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE, cast_dtype, dtype_cast, own_nodes, promotes_to_float32
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -109,23 +109,20 @@ class Upcast(Enum):
 
 
 def upcast(ctx: FileContext, operand: ast.expr) -> Upcast | None:
-    """How `operand` is upcast: `t.float()` and `t.to(torch.float32)` to float32, `t.double()` and
-    `t.to(torch.float64)` to float64, `t.to(torch.promote_types(..., torch.float32))` to float32 or wider; None for
-    an operand that is not."""
-    if not (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute)):
-        return None
-    method = operand.func.attr
+    """How `operand` is upcast (a `rotary.dtype_cast`): `t.float()` and `t.to(torch.float32)` to float32,
+    `t.double()` and `t.to(torch.float64)` to float64, `t.to(torch.promote_types(..., torch.float32))` to float32 or
+    wider; None for an operand that is not."""
+    cast = dtype_cast(ctx, operand)
+    method = cast.func.attr if cast is not None else None
     if method in ("float", "double"):
         return Upcast.FLOAT32 if method == "float" else Upcast.FLOAT64
-    if method != "to":
+    if cast is None or method != "to":
         return None
-    for dtype in [*operand.args, *(kw.value for kw in operand.keywords if kw.arg == "dtype")]:
-        if isinstance(dtype, ast.Call) and ctx.qualified_name(dtype.func) == "torch.promote_types":
-            if any(qualified_dtype(ctx, argument) in FLOAT32_DTYPES for argument in dtype.args):
-                return Upcast.AT_LEAST_FLOAT32
-        elif (name := qualified_dtype(ctx, dtype)) in FLOAT32_DTYPES or name in FLOAT64_DTYPES:
-            return Upcast.FLOAT32 if name in FLOAT32_DTYPES else Upcast.FLOAT64
-    return None
+    dtype = cast_dtype(ctx, cast)
+    if promotes_to_float32(ctx, dtype):
+        return Upcast.AT_LEAST_FLOAT32
+    name = None if dtype is None else qualified_dtype(ctx, dtype)
+    return Upcast.FLOAT32 if name in FLOAT32_DTYPES else Upcast.FLOAT64 if name in FLOAT64_DTYPES else None
 
 
 def runs_in_float64(upcasts: Iterable[Upcast | None]) -> bool:

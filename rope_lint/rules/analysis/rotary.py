@@ -636,7 +636,8 @@ def is_low_precision_cast(ctx: FileContext, node: ast.expr) -> bool:
     if cast is None or cast.func.attr in _WIDENING_METHODS:
         return False
     if cast.func.attr == "to":
-        return ctx.qualified_name(_cast_dtype(ctx, cast)) not in ("torch.float", "torch.float32")
+        dtype = cast_dtype(ctx, cast)
+        return ctx.qualified_name(dtype) not in ("torch.float", "torch.float32") and not promotes_to_float32(ctx, dtype)
     return True
 
 
@@ -655,14 +656,24 @@ def dtype_cast(ctx: FileContext, node: ast.expr) -> ast.Call | None:
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return None
     method = node.func.attr
-    if method in _CAST_METHODS or (method == "to" and _cast_dtype(ctx, node) is not None):
+    if method in _CAST_METHODS or (method == "to" and cast_dtype(ctx, node) is not None):
         return node
     return None
 
 
-def _cast_dtype(ctx: FileContext, call: ast.Call) -> ast.expr | None:
+def cast_dtype(ctx: FileContext, call: ast.Call) -> ast.expr | None:
     """The dtype that `t.to(...)` names, by `dtype=` or positionally; None for a move alone (`t.to(x.device)`)."""
     return _keyword(call, "dtype") or next((arg for arg in call.args if _looks_like_dtype(ctx, arg)), None)
+
+
+def promotes_to_float32(ctx: FileContext, dtype: ast.expr | None) -> bool:
+    """`torch.promote_types(<dtype>, torch.float32)`: float32, or a wider dtype where `<dtype>` is one (the cast
+    back that the fixes write where a dtype is known only at run time)."""
+    return (
+        isinstance(dtype, ast.Call)
+        and ctx.qualified_name(dtype.func) == "torch.promote_types"
+        and any(ctx.qualified_name(argument) in ("torch.float", "torch.float32") for argument in dtype.args)
+    )
 
 
 # Methods that copy or lay out a tensor and keep its values and dtype.
@@ -681,6 +692,8 @@ def _lays_out_only(node: ast.expr) -> TypeGuard[ast.Call]:
 
 
 def _looks_like_dtype(ctx: FileContext, node: ast.expr) -> bool:
+    if promotes_to_float32(ctx, node):
+        return True
     name = ctx.qualified_name(node) or ""
     if name.startswith("torch.") and name.split(".")[-1].startswith(("float", "bfloat", "half", "double")):
         return True
