@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import pty
@@ -15,12 +16,22 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "rope-lint-tests"
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """The module of the Python file `path`, imported under `name` (a fixture, or what a fix made of it)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def rope_lint(

@@ -256,7 +256,7 @@ def test_rules_table_and_rule_documentation() -> None:
     assert any(line.startswith("RPL101  float-arange") for line in table.stdout.splitlines())
     doc = rope_lint("rule", "rpl103")
     assert doc.returncode == 0
-    assert doc.stdout.startswith("# RPL103 default-dtype-division")
+    assert doc.stdout.startswith("# RPL103 default-dtype-promotion")
     assert "## Fix safety" in doc.stdout
     assert rope_lint("rule", "RPL999").returncode == 2
 

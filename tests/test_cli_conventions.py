@@ -132,7 +132,7 @@ def test_show_fixes_lists_per_file_what_fix_would_fix(project: Path) -> None:
         "- a.py:",
         "    1  RPL101  [*] float-arange",
         "- c.py:",
-        "    1  RPL103  [*] default-dtype-division",
+        "    1  RPL103  [*] default-dtype-promotion",
     ]
     unsafe = rope_lint("check", "--show-fixes", "--unsafe-fixes", ".", cwd=project).stdout.splitlines()
     assert "Would fix 3 findings with `rope-lint fix --unsafe-fixes`:" in unsafe and "- b.py:" in unsafe
@@ -147,7 +147,7 @@ def test_fix_show_fixes_lists_per_file_what_it_fixed(project: Path) -> None:
         "- a.py:",
         "    1  RPL101  [*] float-arange",
         "- c.py:",
-        "    1  RPL103  [*] default-dtype-division",
+        "    1  RPL103  [*] default-dtype-promotion",
         "Fixed 2 findings, 2 remaining.",
     ]
 

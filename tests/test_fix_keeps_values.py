@@ -11,13 +11,12 @@ without a fix is shown to have none, and to be one where the int64 rewrite would
 from __future__ import annotations
 
 import ast
-import importlib.util
 import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers import REPO
+from helpers import REPO, load_module
 
 from rope_lint import api
 from rope_lint.rules.analysis import enumerations, rotary
@@ -27,14 +26,6 @@ torch = pytest.importorskip("torch")
 
 HAZARDS = REPO / "fixtures" / "hazards"
 FIXTURES = ("enumeration_bounds.py", "enumeration_dtypes.py")
-
-
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +38,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[ModuleTyp
         shutil.copy(HAZARDS / name, copy)
         report = api.fix([str(copy)], api.Options(select=["RPL1"]), unsafe=True)
         stem = name.removesuffix(".py")
-        found[name] = (load(HAZARDS / name, f"{stem}_original"), load(copy, f"{stem}_fixed"), report)
+        found[name] = (load_module(HAZARDS / name, f"{stem}_original"), load_module(copy, f"{stem}_fixed"), report)
     return found
 
 
@@ -154,7 +145,7 @@ def test_no_int64_fix_where_it_would_change_the_result(pairs, fixture: str, func
     assert function_lines(Path(fixed.__file__))[function] in {d.start.line for d in fix_report.remaining}
 
     # The int64 rewrite that was refused: same source, `dtype=torch.int64`, then `.float()`.
-    original = load(HAZARDS / fixture, "refused_original")
+    original = load_module(HAZARDS / fixture, "refused_original")
     source = (HAZARDS / fixture).read_text().splitlines()
     call = source[line - 1]
     rewritten = call.replace("dtype=torch.float32", "dtype=torch.int64")
@@ -167,7 +158,7 @@ def test_no_int64_fix_where_it_would_change_the_result(pairs, fixture: str, func
     arguments = UNFIXED[(fixture, function)]
     expected = getattr(original, function)(*arguments)
     try:
-        got = getattr(load(path, "refused"), function)(*arguments)
+        got = getattr(load_module(path, "refused"), function)(*arguments)
     except (RuntimeError, ValueError) as error:
         assert "step must be nonzero" in str(error)
         return

@@ -247,12 +247,12 @@ def test_a_file_changed_since_it_was_read_is_skipped(tmp_path: Path, monkeypatch
 def test_a_failing_rule_is_reported_with_its_code_and_the_rest_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rope_lint.rules.default_dtype_division import DefaultDtypeDivision
+    from rope_lint.rules.default_dtype_promotion import DefaultDtypePromotion
 
     def broken(self: object, ctx: object) -> list:
         raise ValueError("boom")
 
-    monkeypatch.setattr(DefaultDtypeDivision, "check", broken)
+    monkeypatch.setattr(DefaultDtypePromotion, "check", broken)
     found = check_source("model.py", HAZARD, Settings(select_rules(["ALL"], []), tmp_path))
     assert {(d.code, d.message) for d in found} >= {("RPL903", "rule RPL103 failed: ValueError: boom")}
     assert any(d.code == "RPL101" for d in found)

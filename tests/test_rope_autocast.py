@@ -5,12 +5,12 @@ what `forward` returns, in a model cast to bf16."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
 
 import libcst as cst
 import pytest
 import torch
+from helpers import load_module
 from libcst.codemod import CodemodContext
 from rope_lint.codemods.rope_autocast import RopeAutocastCommand
 
@@ -261,11 +261,7 @@ def _runs_scripted(tmp_path: Path, source: str, name: str) -> bool:
     runs."""
     path = tmp_path / f"{name}.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    scripted = torch.jit.script(module.Rope2D(8))
+    scripted = torch.jit.script(load_module(path, name).Rope2D(8))
     try:
         scripted(torch.randn(1, 4, 8), torch.randint(0, 16, (1, 4, 2)))
     except RuntimeError:  # "Autocast device argument must be a constant"

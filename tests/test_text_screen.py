@@ -71,6 +71,9 @@ def test_every_flagged_example_passes_its_rules_screen(rule: type[Rule], example
         "t = n / (\n    torch.arange(1, n)\n)\n",
         "t = (\n    torch.arange(n)  # positions\n    / n\n)\n",  # a comment between the call and its operator
         "t = (\n    n /  # scale\n    torch.arange(1, n)\n)\n",
+        "t = torch.arange(0, d, 2) * -(math.log(10000.0) / d)\n",  # arithmetic with a Python float: RPL103
+        "t = -step * torch.arange(n)\n",  # the float may be a name
+        "ids = torch.arange(n, device=device).expand(b, n) * 2\n",  # an int here; `* 2 * 0.5` the text cannot tell
         't = torch.arange(len("x"))\n',  # a string inside the call: left in doubt
         "t = torch.arange(\n",  # an unclosed call
     ],
@@ -85,12 +88,12 @@ def test_what_a_rule_could_flag_is_kept(code: str) -> None:
         "ids = torch.arange(n, dtype=torch.long, device=device)\n",
         "ids = torch.arange(\n    past, past + n, dtype=torch.int64, device=x.device\n).unsqueeze(0)\n",
         "ids = torch.arange(n)\n",
-        "ids = torch.arange(n, device=device).expand(b, n) * 2\n",
+        "ids = torch.arange(n, device=device).expand(b, n) < lengths[:, None]\n",
         "ids = np.arange(n)\n",
         "ids = torch.arange(\n    n + 1, dtype=torch.int32, device=d\n)  # a copy here\nfirst = ids[:-1] / 2\n",
     ],
 )
-def test_integer_enumerations_outside_a_division_are_dropped(code: str) -> None:
+def test_integer_enumerations_outside_arithmetic_are_dropped(code: str) -> None:
     assert screened(code) == [False]
 
 

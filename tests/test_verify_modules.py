@@ -222,8 +222,8 @@ def test_inputs_follow_the_signature_and_the_limits_hold() -> None:
 
 # The changed module classes that are not rotary at run time, on each release's acceptance run: how many are built
 # and verified, and how many could not be built (each with its reason).
-MODULES_VERIFIED = {OLD: 17, NEW: 30}
-MODULES_NOT_BUILT = {OLD: 15, NEW: 23}
+MODULES_VERIFIED = {OLD: 19, NEW: 34}
+MODULES_NOT_BUILT = {OLD: 15, NEW: 27}
 
 MODULE_LINE = re.compile(r"(.+?):\d+: (\w+) (verified|not verified|could not build)\b:? \(?(.*)")
 

@@ -29,7 +29,8 @@ _LONGEST_CALL = 4096
 
 def arange_may_be_hazard(data: bytes, position: int) -> bool:
     """The RPL1xx rules: False only for an `arange(...)` whose bounds hold no float literal, whose dtype is absent
-    or a literal integer one, and that no `/` takes as an operand."""
+    or a literal integer one, and that no arithmetic operator takes as an operand (`/`, or `*`, `+`, `-`, `%` with
+    what may be a Python float)."""
     start = position + len(b"arange")
     if data[start : start + 1] != b"(":
         return True
@@ -42,7 +43,10 @@ def arange_may_be_hazard(data: bytes, position: int) -> bool:
     if _DTYPE.search(arguments) and not _INTEGER_DTYPE.search(arguments):
         return True
     # A comment before the call can hide the operator on a previous line: it keeps the call too.
-    return _next_operator(data, end + 1) == b"/" or _previous_operator(data, position) in (b"/", b"#")
+    return _next_operator(data, end + 1) in _ARITHMETIC or _previous_operator(data, position) in (*_ARITHMETIC, b"#")
+
+
+_ARITHMETIC = (b"/", b"*", b"+", b"-", b"%")
 
 
 def log_may_be_hazard(data: bytes, position: int) -> bool:

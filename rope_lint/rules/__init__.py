@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from rope_lint.diagnostics import ERROR_CODES
 from rope_lint.rules.base import Rule
-from rope_lint.rules.default_dtype_division import DefaultDtypeDivision
+from rope_lint.rules.default_dtype_promotion import DefaultDtypePromotion
 from rope_lint.rules.expm1 import Expm1
 from rope_lint.rules.float32_arange_after_construction import Float32ArangeAfterConstruction
 from rope_lint.rules.float_arange import FloatArange
@@ -25,7 +25,7 @@ from rope_lint.rules.softplus import Softplus
 ALL_RULES: tuple[type[Rule], ...] = (
     FloatArange,
     FloatLiteralArange,
-    DefaultDtypeDivision,
+    DefaultDtypePromotion,
     Float32ArangeAfterConstruction,
     LowPrecisionRopeCache,
     RopeBufferDowncast,

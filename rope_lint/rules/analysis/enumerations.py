@@ -179,6 +179,18 @@ def _is_integral_call(ctx: FileContext, call: ast.Call, scope: ast.AST, depth: i
 
 def _name_is_integral(ctx: FileContext, name: ast.Name, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
     """Every binding of the name, in the scope Python resolves it to from `scope`, is integral."""
+    return _every_binding(ctx, name, scope, depth, assumed, _binding_is_integral)
+
+
+def _every_binding(
+    ctx: FileContext,
+    name: ast.Name,
+    scope: ast.AST,
+    depth: int,
+    assumed: Assumed,
+    holds: Callable[[FileContext, Binding, ast.AST, int, Assumed], bool],
+) -> bool:
+    """Whether `holds` of every binding of the name, in the scope Python resolves it to from `scope`."""
     resolved = _resolving_scope(ctx, name.id, scope)
     if resolved is None:
         return False
@@ -189,8 +201,7 @@ def _name_is_integral(ctx: FileContext, name: ast.Name, scope: ast.AST, depth: i
         return True
     bindings = ctx.derived(_bindings_in, resolved)[name.id]
     return all(
-        binding is not None and _binding_is_integral(ctx, binding, resolved, depth + 1, assumed | {key})
-        for binding in bindings
+        binding is not None and holds(ctx, binding, resolved, depth + 1, assumed | {key}) for binding in bindings
     )
 
 
@@ -208,6 +219,97 @@ def _binding_is_integral(ctx: FileContext, binding: Binding, scope: ast.AST, dep
     # "range": a loop variable over `range(...)`, integral when the range's arguments are.
     assert isinstance(node, ast.Call)
     return all(_is_integral(ctx, argument, scope, depth, assumed) for argument in node.args)
+
+
+def is_python_float(ctx: FileContext, node: ast.expr) -> bool:
+    """Whether `node` is a float of Python's or a NumPy scalar, never a tensor: a float literal, a float constant or
+    function of `math` (or NumPy's of numbers), or arithmetic that takes one, or a true division, of numbers; or a
+    name that every binding of its scope makes one. An integer tensor's arithmetic with such a float yields the
+    default dtype, where a tensor operand would give its own."""
+    scope = _innermost_scope(ctx, node)
+    return scope is not None and _is_float(ctx, node, scope, 0, frozenset())
+
+
+def keeps_integral(ctx: FileContext, operation: ast.BinOp, other: ast.expr) -> bool:
+    """Whether an integer tensor's arithmetic `operation` with `other` stays integer: `+`, `-`, `*`, `%` or `//` with
+    a Python int."""
+    scope = _innermost_scope(ctx, operation)
+    return (
+        isinstance(operation.op, (*_INTEGRAL_OPERATORS, ast.FloorDiv))
+        and scope is not None
+        and _is_integral(ctx, other, scope, 0, frozenset())
+    )
+
+
+# `math`'s functions and constants that are floats whatever their arguments, and NumPy's that are floats of numbers.
+_FLOAT_FUNCTIONS = frozenset(
+    {"float", *(f"math.{name}" for name in ("log", "log2", "log10", "log1p", "exp", "expm1", "sqrt", "pow"))}
+)
+_NUMPY_FLOAT_FUNCTIONS = frozenset(f"numpy.{name}" for name in ("log", "log2", "log10", "exp", "sqrt", "float64"))
+_FLOAT_CONSTANTS = frozenset({"math.pi", "math.e", "math.tau", "numpy.pi", "numpy.e", "torch.pi"})
+_FLOAT_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.Mod)
+
+
+def _is_float(ctx: FileContext, node: ast.expr, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    value = literal_number(node)
+    if value is not None:
+        return isinstance(value, float)
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.USub | ast.UAdd) and _is_float(ctx, node.operand, scope, depth + 1, assumed)
+    if isinstance(node, ast.BinOp):
+        operands = (node.left, node.right)
+        return (
+            isinstance(node.op, _FLOAT_OPERATORS)
+            and all(_may_be_number(ctx, operand, scope, depth + 1, assumed) for operand in operands)
+            and (
+                isinstance(node.op, ast.Div)
+                or any(_is_float(ctx, operand, scope, depth + 1, assumed) for operand in operands)
+            )
+        )
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) and func.id not in ctx.imported_names else ctx.qualified_name(func)
+        if name in _NUMPY_FLOAT_FUNCTIONS:
+            return all(_may_be_number(ctx, argument, scope, depth + 1, assumed) for argument in node.args)
+        return name in _FLOAT_FUNCTIONS
+    if isinstance(node, ast.Attribute):
+        return ctx.qualified_name(node) in _FLOAT_CONSTANTS
+    if isinstance(node, ast.Name):
+        return ctx.qualified_name(node) in _FLOAT_CONSTANTS or _every_binding(
+            ctx, node, scope, depth, assumed, _binding_is_float
+        )
+    return False
+
+
+def _binding_is_float(ctx: FileContext, binding: Binding, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
+    kind, node = binding
+    if kind == "value":
+        return _is_float(ctx, node, scope, depth, assumed)
+    if kind == "augmented":
+        assert isinstance(node, ast.AugAssign)
+        return isinstance(node.op, _FLOAT_OPERATORS) and _may_be_number(ctx, node.value, scope, depth, assumed)
+    return False
+
+
+def _may_be_number(ctx: FileContext, node: ast.expr, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
+    """Whether `node` may be a Python number, in arithmetic with a float of `_is_float`: a number, or a name or an
+    attribute of no binding that makes it anything else (a parameter, a name bound outside the file, `config.dim`)."""
+    if _is_float(ctx, node, scope, depth, assumed) or _is_integral(ctx, node, scope, depth, assumed):
+        return True
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name | ast.Attribute) and ctx.qualified_name(node) is None
+    if isinstance(node, ast.Name):
+        resolved = _resolving_scope(ctx, node.id, scope)
+        return resolved is None or all(binding is None for binding in ctx.derived(_bindings_in, resolved)[node.id])
+    if isinstance(node, ast.UnaryOp | ast.BinOp):
+        return all(
+            _may_be_number(ctx, child, scope, depth + 1, assumed)
+            for child in ast.iter_child_nodes(node)
+            if isinstance(child, ast.expr)
+        )
+    return False
 
 
 def _innermost_scope(ctx: FileContext, node: ast.AST) -> ast.AST | None:
@@ -254,6 +356,9 @@ def _bindings_in(ctx: FileContext, scope: ast.AST) -> dict[str, list[Binding | N
         return found
     body = [scope.body] if isinstance(scope, ast.Lambda) else scope.body
     pending: list[ast.AST] = list(body)
+    # Only statements bind, and within an expression only a walrus: expressions are searched only where the file
+    # has one (a forward's expressions are most of its nodes).
+    binding_parts = ast.AST if ":=" in ctx.source else _BINDING_PARTS
     while pending:
         node = pending.pop()
         if isinstance(node, FunctionNode | ast.ClassDef):
@@ -284,13 +389,19 @@ def _bindings_in(ctx: FileContext, scope: ast.AST) -> dict[str, list[Binding | N
             bind(node.name, None)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bind(node.rest, None)
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, binding_parts))
     return found
+
+
+# The parts of a scope's body that can bind a name, besides a walrus: statements, and what they hold that binds.
+_BINDING_PARTS = (ast.stmt, ast.excepthandler, ast.withitem, ast.match_case, ast.pattern)
 
 
 def _declared_elsewhere(ctx: FileContext, scope: ast.AST) -> set[str]:
     """The names declared `global` or `nonlocal` in a function or module, nested functions included: a binding of
     the name in one scope rebinds it in another."""
+    if "global" not in ctx.source and "nonlocal" not in ctx.source:
+        return set()
     return {name for node in walk(scope) if isinstance(node, ast.Global | ast.Nonlocal) for name in node.names}
 
 

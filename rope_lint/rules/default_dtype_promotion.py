@@ -14,7 +14,7 @@ from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 if TYPE_CHECKING:
     import libcst as cst
 
-# Calls on an enumeration that keep it integer, between the `arange` and the division.
+# Calls on an enumeration that keep it integer, between the `arange` and the operation that makes it floating.
 _INTEGER_PRESERVING_METHODS = frozenset({"to", "unsqueeze", "view", "reshape", "expand", "repeat", "flip", "cpu"})
 
 
@@ -31,24 +31,29 @@ def _to_arguments(call: ast.Call) -> list[ast.expr]:
     return [*call.args, *(keyword.value for keyword in call.keywords if keyword.arg == "dtype")]
 
 
-class DefaultDtypeDivision(Rule):
+class DefaultDtypePromotion(Rule):
     """
-    An integer enumeration is true-divided, so the result takes the default dtype.
+    An integer enumeration is true-divided or meets a Python float, so the result takes the default dtype.
 
     ## What it does
     Flags an integer `torch.arange` (no dtype, or an integer dtype) that is an operand of `/`, as in
-    the RoPE frequency line `base ** (torch.arange(0, dim, 2) / dim)`, where the division may run while a
-    model is built, as RPL101 reads it (`runs_only_after_construction`): in `__init__`, the methods it reaches,
-    initialisers and cache builders, at module level, and in a module-level function, a plain class's initialiser
-    or a table of functions' entry with a caller that may, in its file or its package. A cast to a floating
-    dtype before the division (`.float()`, `.to(torch.float32)`, `.to(dtype=torch.float32)`) makes the
-    quotient that dtype's, and is not flagged.
+    the RoPE frequency line `base ** (torch.arange(0, dim, 2) / dim)`, or of `*`, `+`, `-`, `**` or `%` with
+    a Python float, as in the sinusoid line `torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))`:
+    a float literal, a float of `math` (or of NumPy, of numbers), arithmetic that takes one, or a name bound to
+    one. Integer arithmetic on the way (`-torch.arange(n)`, `torch.arange(n) * 2`) keeps it an enumeration. It
+    is flagged where the operation may run while a model is built, as RPL101 reads it
+    (`runs_only_after_construction`): in `__init__`, the methods it reaches, initialisers and cache builders,
+    at module level, and in a module-level function, a plain class's initialiser or a table of functions'
+    entry with a caller that may, in its file or its package. A cast to a floating
+    dtype before the operation (`.float()`, `.to(torch.float32)`, `.to(dtype=torch.float32)`) makes the
+    result that dtype's, and is not flagged; so is an operand that is a tensor, whose dtype the result takes.
 
     ## Why is this bad?
-    True division of integer tensors returns the default floating dtype. `from_pretrained(torch_dtype=
-    torch.bfloat16)` makes that bf16 while `__init__` runs, so the exponents, and with them every
-    inverse frequency, are rounded to 8 bits of mantissa. Adding `dtype=torch.int64` does not help:
-    transformers PR #28760 did exactly that, and the division still yields the default dtype.
+    True division of integer tensors, and arithmetic of an integer tensor with a Python float, return the
+    default floating dtype. `from_pretrained(torch_dtype=torch.bfloat16)` makes that bf16 while `__init__`
+    runs, so the exponents, and with them every inverse frequency, are rounded to 8 bits of mantissa, and
+    the angles that positions take from them are off by whole radians. Adding `dtype=torch.int64` does not
+    help: transformers PR #28760 did exactly that, and the division still yields the default dtype.
 
     ## Example
     ```python
@@ -61,50 +66,74 @@ class DefaultDtypeDivision(Rule):
     ```
 
     ## Fix safety
-    Safe: under the default default dtype the quotient was float32 already, and `.float()` keeps it so.
+    Safe: under the default default dtype the result was float32 already, and `.float()` keeps it so.
 
     ## Known problems
-    A division in a method that `__init__` does not reach (`forward`, a decoding step) is not flagged:
+    An operation in a method that `__init__` does not reach (`forward`, a decoding step) is not flagged:
     `from_pretrained(torch_dtype=...)` sets the default dtype only while the model is built, so at run time
-    the quotient is float32. A program that calls `torch.set_default_dtype(torch.bfloat16)` itself keeps
-    that default at run time too, and gets bf16 quotients there that this rule does not report; `.float()`
-    before the division is right in either case. Callers outside the package are not seen (RPL101's Known
-    problems).
+    the result is float32. A program that calls `torch.set_default_dtype(torch.bfloat16)` itself keeps
+    that default at run time too, and gets bf16 results there that this rule does not report; `.float()`
+    before the operation is right in either case. A float that the rule cannot prove a Python float (an
+    attribute such as `self.scale`, a parameter) is not flagged, and neither is a floating function of an
+    integer enumeration (`torch.exp(torch.arange(n))`), which rounds once, as its destination would. Callers
+    outside the package are not seen (RPL101's Known problems).
     """
 
     code = "RPL103"
-    name = "default-dtype-division"
+    name = "default-dtype-promotion"
     prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
     fix_availability = FixAvailability.ALWAYS
     fix_safeties = frozenset({FixSafety.SAFE})
     # No payload: the fix appends `.float()` to the enumeration, whatever it is.
+
+    # What the finding says, by the operation that makes the enumeration floating.
+    _DIVISION = (
+        "true division of an integer enumeration yields the default dtype (bf16 under "
+        "`from_pretrained(torch_dtype=...)`); cast with `.float()` before dividing"
+    )
+    _FLOAT_OPERAND = (
+        "arithmetic of an integer enumeration with a Python float yields the default dtype (bf16 under "
+        "`from_pretrained(torch_dtype=...)`); cast with `.float()` first"
+    )
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
             dtype = enumerations.dtype_argument(call)
             if enumerations.float_literals(call) or (dtype is not None and is_floating_dtype(ctx, dtype) is not False):
                 continue
-            if not self._is_divided(ctx, call):
+            if any(enumerations.is_python_float(ctx, bound) for bound in enumerations.bounds(call)):
+                continue  # a floating enumeration already, in the default dtype: RPL102's, where its bound is literal
+            operation = self._made_floating_by(ctx, call)
+            if operation is None:
                 continue
             after_unless = enumerations.runs_only_after_construction(ctx, call)
             if after_unless == frozenset():
                 continue
             yield self.report(
                 call,
-                "true division of an integer enumeration yields the default dtype (bf16 under "
-                "`from_pretrained(torch_dtype=...)`); cast with `.float()` before dividing",
+                self._DIVISION if isinstance(operation.op, ast.Div) else self._FLOAT_OPERAND,
                 Fix(FixSafety.SAFE),
                 tuple(sorted(after_unless or ())),
             )
 
     @staticmethod
-    def _is_divided(ctx: FileContext, call: ast.Call) -> bool:
-        """Whether the enumeration, through integer-preserving calls, is an operand of `/`."""
+    def _made_floating_by(ctx: FileContext, call: ast.Call) -> ast.BinOp | None:
+        """The operation that the enumeration, through integer-preserving calls and arithmetic, is an operand of and
+        that yields the default dtype: `/`, or arithmetic with a Python float. None if there is none."""
         node: ast.AST = call
         while True:
             parent = ctx.parent(node)
             if isinstance(parent, ast.BinOp):
-                return isinstance(parent.op, ast.Div)
+                other = parent.right if parent.left is node else parent.left
+                if isinstance(parent.op, ast.Div) or enumerations.is_python_float(ctx, other):
+                    return parent
+                if not enumerations.keeps_integral(ctx, parent, other):
+                    return None
+                node = parent
+                continue
+            if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.USub | ast.UAdd):
+                node = parent
+                continue
             if isinstance(parent, ast.Subscript) and parent.value is node:
                 node = parent
                 continue
@@ -118,7 +147,7 @@ class DefaultDtypeDivision(Rule):
             ):
                 node = grandparent
                 continue
-            return False
+            return None
 
     def fix(self, node: cst.CSTNode, payload: None) -> cst.CSTNode:
         from rope_lint.rules import edits
@@ -126,6 +155,53 @@ class DefaultDtypeDivision(Rule):
         return edits.with_method(node, "float()")
 
     examples = (
+        # A sinusoid's timescales: an enumeration times a Python float, in a function that `__init__` calls.
+        Invalid(
+            "import math\n"
+            "import torch\n"
+            "def sinusoids(length, channels):\n"
+            "    step = math.log(10000) / (channels // 2 - 1)\n"
+            "    scales = torch.exp(-step * torch.arange(channels // 2))\n"
+            "    angles = torch.arange(length)[:, None] * scales[None, :]\n"
+            "    return torch.cat([angles.sin(), angles.cos()], dim=1)\n"
+            "class Encoder(torch.nn.Module):\n"
+            "    def __init__(self, n_ctx, width):\n"
+            "        super().__init__()\n"
+            "        self.register_buffer('positions', sinusoids(n_ctx, width))\n",
+            fixed="import math\n"
+            "import torch\n"
+            "def sinusoids(length, channels):\n"
+            "    step = math.log(10000) / (channels // 2 - 1)\n"
+            "    scales = torch.exp(-step * torch.arange(channels // 2).float())\n"
+            "    angles = torch.arange(length)[:, None] * scales[None, :]\n"
+            "    return torch.cat([angles.sin(), angles.cos()], dim=1)\n"
+            "class Encoder(torch.nn.Module):\n"
+            "    def __init__(self, n_ctx, width):\n"
+            "        super().__init__()\n"
+            "        self.register_buffer('positions', sinusoids(n_ctx, width))\n",
+            safety=FixSafety.SAFE,
+        ),
+        Invalid(
+            "import math\nimport torch\ndiv = torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))\n",
+            fixed="import math\nimport torch\n"
+            "div = torch.exp(torch.arange(0, d, 2).float() * -(math.log(10000.0) / d))\n",
+            safety=FixSafety.SAFE,
+        ),
+        # Integer arithmetic first keeps it an enumeration: the float comes after.
+        Invalid(
+            "import torch\ncentres = (torch.arange(n) * 2 + 1) * 0.5\n",
+            fixed="import torch\ncentres = (torch.arange(n).float() * 2 + 1) * 0.5\n",
+            safety=FixSafety.SAFE,
+        ),
+        Valid("import torch\nodd = torch.arange(n) * 2 + 1\n"),
+        # A tensor operand: the result takes its dtype, not the default one.
+        Valid(
+            "import torch\n"
+            "inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            "angles = torch.arange(n)[:, None] * inv_freq[None, :]\n"
+        ),
+        # Not provably a Python float: an attribute may hold a tensor.
+        Valid("import torch\nangles = torch.arange(n) * self.scale\n"),
         Invalid(
             "import torch\ninv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2) / dim))\n",
             fixed="import torch\ninv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n",
