@@ -301,6 +301,58 @@ def test_a_class_whose_tables_have_no_device_to_move_to_is_left_as_it_is_and_off
     assert [d for d in found if d.fix is not None] == []
 
 
+# A vision rotary class of the shape of a serving library's: forward takes only a length, and a method named like a
+# cache builder, which only forward calls, recomputes the tables on the buffer's device.
+BUILT_IN_FORWARD = """\
+import torch
+from torch import nn
+
+
+class VisionRotaryEmbedding(nn.Module):
+    def __init__(self, dim, theta=10000.0):
+        super().__init__()
+        self.dim, self.theta = dim, theta
+        inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._seq_len_cached = 0
+        self._freqs_cached = None
+
+    def update_freqs_cache(self, seqlen):
+        if seqlen > self._seq_len_cached:
+            self._seq_len_cached = seqlen
+            steps = torch.arange(0, self.dim, 2, device=self.inv_freq.device).float()
+            inv_freq = 1.0 / (self.theta ** (steps / self.dim))
+            seq = torch.arange(seqlen, device=self.inv_freq.device).float()
+            self._freqs_cached = torch.outer(seq, inv_freq)
+
+    def forward(self, seqlen):
+        self.update_freqs_cache(seqlen)
+        return self._freqs_cached[:seqlen]
+"""
+
+
+def test_a_cache_builder_that_only_forward_calls_runs_at_run_time_and_its_class_is_left() -> None:
+    """Read as construction (by its name), the builder's tables were pinned to the CPU, and forward, which has no
+    tensor to take a device from, handed CPU tables to attention on an accelerator."""
+    import torch
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.rope_tables import RopeTablesCommand
+
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    rewritten = RopeTablesCommand(CodemodContext()).transform_module(parse_module(BUILT_IN_FORWARD)).code
+    assert rewritten == BUILT_IN_FORWARD
+    # The buffer is guarded, too: the builder computes the frequencies anew before each use, reading only its device.
+    found = check_source("model.py", BUILT_IN_FORWARD, Settings(select_rules(["RPL2"], []), Path(".")))
+    assert [d for d in found if d.fix is not None] == []
+    namespace: dict = {}
+    exec(compile(BUILT_IN_FORWARD, "model.py", "exec"), namespace)
+    with torch.device("meta"):  # an accelerator's stand-in: the tables stay where the module is
+        assert namespace["VisionRotaryEmbedding"](16)(8).device.type == "meta"
+
+
 def test_an_apply_override_reads_its_tables_where_they_are() -> None:
     """`_apply(self, fn)` takes a function: its table reads stay unmoved, and forward's move to the input's device."""
     from libcst import parse_module

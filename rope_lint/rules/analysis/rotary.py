@@ -211,7 +211,14 @@ def construction_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef] 
     references = {
         method.name: {node.attr for node in walk(method) if is_self_attribute(node)} for method in methods(cls)
     }
-    return reachable_from_init(references, inherited)
+    # A class whose only bases are `nn.Module` overrides no parent's cache builder: its methods named like one run at
+    # construction only where its `__init__` reaches them (a builder that only forward calls runs at run time).
+    overrides = not all(ast.unparse(base) in _PLAIN_MODULES for base in cls.bases)
+    return reachable_from_init(references, inherited, builders_by_name=overrides)
+
+
+# The spellings of `torch.nn.Module` as a base: a class with no other base has no parent's constructor to run.
+_PLAIN_MODULES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
 
 
 def top_level_classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
@@ -219,10 +226,12 @@ def top_level_classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
     return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
 
 
-def reachable_from_init(references: dict[str, set[str]], inherited: set[str] | None = None) -> set[str]:
+def reachable_from_init(
+    references: dict[str, set[str]], inherited: set[str] | None = None, builders_by_name: bool = True
+) -> set[str]:
     """Given each method's `self.<name>` references: `__init__` and every method it names (a call, or `fn =
-    self.compute`), transitively, the cache builders, which a subclass overrides and its parent's `__init__` calls,
-    and the methods of `inherited`, which a parent's construction reaches."""
+    self.compute`), transitively, the methods of `inherited`, which a parent's construction reaches, and, with
+    `builders_by_name`, the cache builders, which a subclass overrides and its parent's `__init__` calls."""
     reached, pending = set(), ["__init__", *(inherited or ())]
     while pending:
         name = pending.pop()
@@ -230,6 +239,8 @@ def reachable_from_init(references: dict[str, set[str]], inherited: set[str] | N
             continue
         reached.add(name)
         pending.extend(references[name])
+    if not builders_by_name:
+        return reached
     return reached | {name for name in references if "cache" in name or "rope_parameters" in name}
 
 
@@ -359,8 +370,9 @@ def _passes_as_tensor(node: ast.AST) -> bool:
 
 def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> bool:
     """Whether the rope codemod can keep the class's tables as plain CPU attributes: every method that runs after
-    construction, reads a table and returns a value has a `device_source` to move the table to. Otherwise the class
-    would return tables on the CPU to a model on an accelerator, and the codemod leaves it as it is. `classes`: the
+    construction, reads a table and returns a value or keeps one on `self` has a `device_source` to move the table
+    to. Otherwise the class would return tables on the CPU to a model on an accelerator, and the codemod leaves it as
+    it is. `classes`: the
     file's rotary classes by name, its bases among them (`construction_methods`)."""
     construction = construction_methods(cls, classes)
     if (
@@ -370,12 +382,20 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
     ):
         return False
     for method in methods(cls):
-        if method.name in construction or device_source(method) is not None:
+        if method.name in construction or method.name == "_apply" or device_source(method) is not None:
             continue
         reads_table = any(is_self_attribute(node) and is_table_name(node.attr) for node in walk(method))
-        if reads_table and any(_returns_value(node) for node in own_nodes(method)):
+        # What it returns, or keeps on `self` for another method to return (a cache that only forward fills).
+        if reads_table and any(_returns_value(node) or _stores_on_self(node) for node in own_nodes(method)):
             return False
     return True
+
+
+def _stores_on_self(node: ast.AST) -> bool:
+    """`self.<name> = ...` (or `+=`, or annotated)."""
+    if isinstance(node, ast.Assign):
+        return any(is_self_attribute(target) for target in node.targets)
+    return isinstance(node, ast.AugAssign | ast.AnnAssign) and is_self_attribute(node.target)
 
 
 def _reads_kept_buffer(cls: ast.ClassDef, construction: set[str]) -> bool:
