@@ -42,12 +42,14 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    that device, and a read of a table's dtype or shape stays. The device comes only from a parameter that is a
    tensor on every path, or a device parameter (`rotary.device_source`), never from a sequence length, a shape or
    the function an `_apply` override takes. A method without one moves nothing; a class with such a method that
-   returns what it read (`rotary.movable_rotary_classes`) would hand CPU tables to a model on an accelerator, so
-   the codemod leaves it, and its rotary bases and subclasses in the file, as they are. So it does a class whose
-   construction reads a buffer that step 1 keeps (the buffer is on the default device, its tables on the CPU), one
-   that caches tables at run time (`self._cos_cached = ...` after construction: their dtype is the module's, and so
-   is what it returns), and one whose construction makes tensors the codemod cannot pin (a factory not spelled
-   `torch.<factory>`) or moves a table to a device of its own (`rotary.tables_can_move`).
+   returns what it read, or keeps it on `self` for forward to return (`rotary.movable_rotary_classes`), would hand
+   CPU tables to a model on an accelerator, so the codemod leaves it, and its rotary bases and subclasses in the
+   file, as they are. So it does a class whose construction reads a buffer that step 1 keeps (the buffer is on the
+   default device, its tables on the CPU), one that caches tables at run time (`self._cos_cached = ...` after
+   construction: their dtype is the module's, and so is what it returns), one whose construction makes tensors the
+   codemod cannot pin (a factory not spelled `torch.<factory>`) or moves a table to a device of its own, and one
+   whose construction is given a device (`device=device`, `self.device`) and that keeps a buffer or parameter
+   registered, which would go to the default device instead (`rotary.tables_can_move`).
    Functions outside the class that a decorator on forward runs first (dynamic and long-context updates, which
    take the module and a device) read the tables the same way, so that an update in place (`.copy_()`) writes into
    the copy that forward reads, at the address CUDA graphs replay; an update that replaces a table

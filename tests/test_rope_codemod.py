@@ -353,6 +353,47 @@ def test_a_cache_builder_that_only_forward_calls_runs_at_run_time_and_its_class_
         assert namespace["VisionRotaryEmbedding"](16)(8).device.type == "meta"
 
 
+# A rotary class built on the device its caller gives, with a child built there too and a persistent buffer.
+GIVEN_A_DEVICE = """\
+import torch
+from torch import nn
+
+
+class ProjectedRotaryEmbedding(nn.Module):
+    def __init__(self, dim, device=None):
+        super().__init__()
+        steps = torch.arange(0, dim, 2, device=device).float()
+        self.register_buffer("frequencies", 1.0 / (10000 ** (steps / dim)))
+        self.proj = nn.Linear(dim // 2, dim // 2, device=device)
+
+    def forward(self, x):
+        angles = torch.outer(torch.arange(x.shape[0], device=x.device).float(), self.frequencies)
+        return self.proj(angles.cos())
+"""
+
+
+def test_a_class_given_a_device_with_a_kept_buffer_is_left_on_that_device() -> None:
+    """The codemod computed the buffer on the CPU and registered it on the default device, away from the device given
+    (`device="meta"`), where the child layer is: the product in forward mixed devices."""
+    import torch
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.rope_tables import RopeTablesCommand
+
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    rewritten = RopeTablesCommand(CodemodContext()).transform_module(parse_module(GIVEN_A_DEVICE)).code
+    assert rewritten == GIVEN_A_DEVICE
+    found = check_source("model.py", GIVEN_A_DEVICE, Settings(select_rules(["RPL2"], []), Path(".")))
+    assert {d.code for d in found} >= {"RPL202", "RPL203"}
+    assert [d for d in found if d.fix is not None] == []
+    namespace: dict = {}
+    exec(compile(GIVEN_A_DEVICE, "model.py", "exec"), namespace)
+    module = namespace["ProjectedRotaryEmbedding"](16, device="meta")
+    assert module(torch.zeros(4, 16, device="meta")).device.type == "meta"
+
+
 def test_an_apply_override_reads_its_tables_where_they_are() -> None:
     """`_apply(self, fn)` takes a function: its table reads stay unmoved, and forward's move to the input's device."""
     from libcst import parse_module

@@ -379,6 +379,7 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
         _reads_kept_buffer(cls, construction)
         or _caches_tables_at_run_time(cls, construction)
         or _places_off_the_cpu(cls, construction)
+        or _given_a_device(cls, construction)
     ):
         return False
     for method in methods(cls):
@@ -420,6 +421,39 @@ def _reads_kept_buffer(cls: ast.ClassDef, construction: set[str]) -> bool:
         ):
             return True
     return False
+
+
+def _given_a_device(cls: ast.ClassDef, construction: set[str]) -> bool:
+    """Whether construction is given a device, from its caller (a `device` parameter that it reads) or of its own
+    (`self.device = ...`), and the class keeps a registration: a persistent buffer, a buffer that is not a table's, or
+    a parameter. The codemod would compute it on the CPU and register it on the default device, away from the device
+    given, where the class's other tensors (a child module built with `device=device`), or its caller's, are."""
+    given = any(
+        (
+            "device" in {argument.arg for argument in (*method.args.args, *method.args.kwonlyargs)}
+            and any(isinstance(node, ast.Name) and node.id == "device" for node in walk(method))
+        )
+        or any(
+            isinstance(node, ast.Assign) and any(is_self_attribute(t) and t.attr == "device" for t in node.targets)
+            for node in walk(method)
+        )
+        for method in methods(cls)
+        if method.name in construction
+    )
+    return given and any(_keeps_a_registration(node) for node in walk(cls))
+
+
+def _keeps_a_registration(node: ast.AST) -> bool:
+    """A registration that the codemod keeps: a persistent buffer, a buffer not named as a table, a parameter."""
+    if not isinstance(node, ast.Call):
+        return False
+    called = _called(node)
+    if called == "register_buffer" and node.args:
+        name = _literal_name(node.args[0])
+        return _persistent(node, position=2) or name is None or not is_table_name(name)
+    if called == "Buffer":
+        return _persistent(node, position=1)
+    return called in ("register_parameter", "Parameter")
 
 
 def _caches_tables_at_run_time(cls: ast.ClassDef, construction: set[str]) -> bool:
