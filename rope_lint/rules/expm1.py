@@ -42,6 +42,11 @@ class Expm1(Rule):
     ## Fix safety
     Safe: the replacement is exactly the subtraction's own node, so the larger expression keeps its meaning;
     the same dtype and shape, and the same value up to the rounding that the subtraction lost.
+
+    ## Known problems
+    The TorchScript-based ONNX exporter (`torch.onnx.export(..., dynamo=False)`) has no conversion for
+    `torch.expm1` (opset 17: "Exporting the operator 'aten::expm1' to ONNX opset version 17 is not supported"),
+    where it exports `torch.exp(x) - 1`: a model exported that way stops exporting after the fix.
     """
 
     code = "RPL307"

@@ -211,13 +211,21 @@ def construction_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef] 
     references = {
         method.name: {node.attr for node in walk(method) if is_self_attribute(node)} for method in methods(cls)
     }
-    # A class whose only bases are `nn.Module` overrides no parent's cache builder: its methods named like one run at
-    # construction only where its `__init__` reaches them (a builder that only forward calls runs at run time).
-    overrides = not all(ast.unparse(base) in _PLAIN_MODULES for base in cls.bases)
-    return reachable_from_init(references, inherited, builders_by_name=overrides)
+    # Where all of the class's construction is in view, its methods named like a cache builder run at construction
+    # only where its `__init__` reaches them (a builder that only forward calls runs at run time).
+    return reachable_from_init(references, inherited, builders_by_name=not construction_in_view(cls))
 
 
-# The spellings of `torch.nn.Module` as a base: a class with no other base has no parent's constructor to run.
+def construction_in_view(cls: ast.ClassDef) -> bool:
+    """Whether the class's own `__init__` is all that runs at its construction: it defines one, and its only bases are
+    `nn.Module`, whose constructor calls none of its methods. Otherwise a parent out of view (another module, or a run
+    of the file's statements without it) may call any method named like a builder."""
+    return all(ast.unparse(base) in _PLAIN_MODULES for base in cls.bases) and any(
+        method.name == "__init__" for method in methods(cls)
+    )
+
+
+# The spellings of `torch.nn.Module` as a base.
 _PLAIN_MODULES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
 
 
@@ -382,12 +390,18 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
         or _given_a_device(cls, construction)
     ):
         return False
+    # A method out of construction that keeps what it computes on `self`, for another method to return (a cache that
+    # only forward fills), where construction is in view: a parent's constructor could call it otherwise. Not
+    # `_apply`, `module.to()`'s hook, which stores its tables anew on the CPU, where forward reads them through.
+    keeps = construction_in_view(cls)
     for method in methods(cls):
-        if method.name in construction or method.name == "_apply" or device_source(method) is not None:
+        if method.name in construction or device_source(method) is not None:
             continue
         reads_table = any(is_self_attribute(node) and is_table_name(node.attr) for node in walk(method))
-        # What it returns, or keeps on `self` for another method to return (a cache that only forward fills).
-        if reads_table and any(_returns_value(node) or _stores_on_self(node) for node in own_nodes(method)):
+        if reads_table and any(
+            _returns_value(node) or (keeps and method.name != "_apply" and _stores_on_self(node))
+            for node in own_nodes(method)
+        ):
             return False
     return True
 
