@@ -168,13 +168,18 @@ def _is_integral_call(ctx: FileContext, call: ast.Call, scope: ast.AST, depth: i
     if isinstance(func, ast.Attribute) and func.attr in _INTEGRAL_METHODS:
         # `x.size()` with no dimension is a whole shape, no bound; with one it is that dimension's length.
         return func.attr != "size" or bool(call.args or call.keywords)
-    name = func.id if isinstance(func, ast.Name) and func.id not in ctx.imported_names else ctx.qualified_name(func)
+    name = _callee(ctx, func)
     if name in _INTEGRAL_FUNCTIONS:
         # `round(x, 2)` keeps decimals; with one argument it is an int.
         return not (name == "round" and len(call.args) > 1) and not call.keywords
     if name in ("max", "min", "abs") and call.args and not call.keywords:
         return all(_is_integral(ctx, argument, scope, depth + 1, assumed) for argument in call.args)
     return False
+
+
+def _callee(ctx: FileContext, func: ast.expr) -> str | None:
+    """What a call calls: a builtin's own name (`len`), or the qualified name of an import (`math.ceil`)."""
+    return func.id if isinstance(func, ast.Name) and func.id not in ctx.imported_names else ctx.qualified_name(func)
 
 
 def _name_is_integral(ctx: FileContext, name: ast.Name, scope: ast.AST, depth: int, assumed: Assumed) -> bool:
@@ -269,8 +274,7 @@ def _is_float(ctx: FileContext, node: ast.expr, scope: ast.AST, depth: int, assu
             )
         )
     if isinstance(node, ast.Call):
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) and func.id not in ctx.imported_names else ctx.qualified_name(func)
+        name = _callee(ctx, node.func)
         if name in _NUMPY_FLOAT_FUNCTIONS:
             return all(_may_be_number(ctx, argument, scope, depth + 1, assumed) for argument in node.args)
         return name in _FLOAT_FUNCTIONS

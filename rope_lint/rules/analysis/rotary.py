@@ -309,11 +309,18 @@ def device_source(method: FunctionNode) -> str | None:
             if isinstance(annotation, ast.Name)
             else None
         )
-        if name == "device" and isinstance(annotation, ast.Attribute):
+        if annotation is not None and is_device_parameter(arg):
             return arg.arg
         if name in _TENSOR_ANNOTATIONS or (annotation is None and arg.arg in read):
             return f"{arg.arg}.device"
-    return next((arg.arg for arg in candidates if arg.arg == "device" and arg.annotation is None), None)
+    return next((arg.arg for arg in candidates if is_device_parameter(arg)), None)
+
+
+def is_device_parameter(arg: ast.arg) -> bool:
+    """A parameter that is a device: annotated `torch.device`, or named `device` with no annotation."""
+    if arg.annotation is None:
+        return arg.arg == "device"
+    return isinstance(arg.annotation, ast.Attribute) and arg.annotation.attr == "device"
 
 
 def _tensor_reads(body: list[ast.stmt]) -> set[str]:
@@ -438,23 +445,23 @@ def _reads_kept_buffer(cls: ast.ClassDef, construction: set[str]) -> bool:
 
 
 def _given_a_device(cls: ast.ClassDef, construction: set[str]) -> bool:
-    """Whether construction is given a device, from its caller (a `device` parameter that it reads) or of its own
-    (`self.device = ...`), and the class keeps a registration: a persistent buffer, a buffer that is not a table's, or
-    a parameter. The codemod would compute it on the CPU and register it on the default device, away from the device
-    given, where the class's other tensors (a child module built with `device=device`), or its caller's, are."""
-    given = any(
-        (
-            "device" in {argument.arg for argument in (*method.args.args, *method.args.kwonlyargs)}
-            and any(isinstance(node, ast.Name) and node.id == "device" for node in walk(method))
-        )
-        or any(
-            isinstance(node, ast.Assign) and any(is_self_attribute(t) and t.attr == "device" for t in node.targets)
-            for node in walk(method)
-        )
-        for method in methods(cls)
-        if method.name in construction
-    )
-    return given and any(_keeps_a_registration(node) for node in walk(cls))
+    """Whether construction is given a device, from its caller (a device parameter, `is_device_parameter`, that it
+    reads) or of its own (`self.device = ...`), and the class keeps a registration: a persistent buffer, a buffer that
+    is not a table's, or a parameter. The codemod would compute it on the CPU and register it on the default device,
+    away from the device given, where the class's other tensors (a child module built with `device=device`), or its
+    caller's, are."""
+    for method in methods(cls):
+        if method.name not in construction:
+            continue
+        devices = {arg.arg for arg in (*method.args.args, *method.args.kwonlyargs) if is_device_parameter(arg)}
+        for node in walk(method):
+            read = isinstance(node, ast.Name) and node.id in devices
+            kept = isinstance(node, ast.Assign) and any(
+                is_self_attribute(target) and target.attr == "device" for target in node.targets
+            )
+            if read or kept:
+                return any(_keeps_a_registration(node) for node in walk(cls))
+    return False
 
 
 def _keeps_a_registration(node: ast.AST) -> bool:
