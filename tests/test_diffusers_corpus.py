@@ -82,6 +82,8 @@ def test_fix_verify_on_diffusers_models_holds_to_its_figures(fixed_copy: tuple[P
     summary = re.search(r"Verified (\d+), (\d+) failed, (\d+) could not be checked\.", output)
     assert summary is not None, output[-3000:]
     assert (int(summary[1]), int(summary[2]), int(summary[3])) == (VERIFIED, 0, COULD_NOT_BE_CHECKED)
+    readme = (REPO / "README.md").read_text()
+    assert f"| {VERIFIED} verified, 0 failed, {COULD_NOT_BE_CHECKED} could not be checked |" in readme
     # One line per class or function; each verified one was imported from the copy (its path is the copy's).
     assert len(re.findall(r"^\S+:\d+: .+ verified \(", output, re.MULTILINE)) == VERIFIED
     assert f"Fixed {FIXED} findings, {REMAINING} remaining." in output
