@@ -12,7 +12,7 @@ from typing import Any
 
 from helpers import install_transformers, probe
 from releases import NEW, OLD, PROBE_TRIGGERS, TREE_PROBE_OPTIONS, AcceptanceRun, acceptance_run
-from suite_groups import release_group
+from suite_groups import release_group, runs_the_other_releases_acceptance
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups
@@ -23,6 +23,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     then the older release's, which the other process starts with. Every other test goes with its module, so that a
     module's fixtures run once too. A test in another group than its runs' would only run them again: slower, not
     wrong."""
+    if crossing := [item.nodeid for item in items if runs_the_other_releases_acceptance(item)]:
+        raise pytest.UsageError(f"tests that would run both releases' acceptance runs in one process: {crossing}")
     groups = {item: release_group(item) or item.nodeid.partition("::")[0] for item in items}
     for item, group in groups.items():
         item.add_marker(pytest.mark.xdist_group(group))

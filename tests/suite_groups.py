@@ -23,3 +23,11 @@ def release_group(item: Any) -> str | None:
     if fixtures:
         return f"release-{OLD if 'old_acceptance' in fixtures else NEW}"
     return None
+
+
+def runs_the_other_releases_acceptance(item: Any) -> bool:
+    """Whether a test of one release's group names the other release's acceptance run among its fixtures: its
+    process, the one of its group's runs, would run that one too (minutes more on the suite's longest process). Such
+    a test takes the other run with `request.getfixturevalue`, in the case that needs it."""
+    other = {f"release-{OLD}": "new_acceptance", f"release-{NEW}": "old_acceptance"}.get(release_group(item) or "")
+    return other in getattr(item, "fixturenames", ())

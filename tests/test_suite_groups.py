@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from releases import NEW, OLD
-from suite_groups import release_group
+from suite_groups import release_group, runs_the_other_releases_acceptance
 
 
 def test_a_test_runs_in_its_modules_group(request: pytest.FixtureRequest) -> None:
@@ -37,3 +37,20 @@ def test_whole_release_tests_are_grouped_by_their_release(
 ) -> None:
     callspec = SimpleNamespace(params=parameters) if parameters else None
     assert release_group(SimpleNamespace(fixturenames=fixtures, callspec=callspec)) == group
+
+
+@pytest.mark.parametrize(
+    ("fixtures", "parameters", "crosses"),
+    [
+        (["old_acceptance", "request"], {"release": NEW}, True),  # the newest release's process would run it too
+        (["new_acceptance"], {"version": OLD}, True),
+        (["old_acceptance"], {"release": OLD}, False),
+        (["request"], {"release": NEW}, False),  # takes the older release's run only in its older case
+        (["new_acceptance", "unfixed_probe"], {}, False),
+    ],
+)
+def test_a_test_that_would_run_the_other_releases_acceptance_is_found(
+    fixtures: list[str], parameters: dict[str, object], crosses: bool
+) -> None:
+    callspec = SimpleNamespace(params=parameters) if parameters else None
+    assert runs_the_other_releases_acceptance(SimpleNamespace(fixturenames=fixtures, callspec=callspec)) is crosses
