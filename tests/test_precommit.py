@@ -1,9 +1,10 @@
 """The pre-commit hooks for real: pre-commit from PyPI installs this project into its own environment and runs
 `rope-lint` and `rope-lint-fix` on a temporary repository.
 
-`pre-commit try-repo` installs a repository's commit (for a local one, plus its changes to tracked files), so the
-test snapshots this checkout as it is, untracked files included, into a repository of its own: it tests the
-working tree whether or not the changes are committed yet.
+Each temporary repository's `.pre-commit-config.yaml` names a snapshot of this checkout as it is (untracked files
+included) at its commit, as a user's configuration names a release: the test covers the working tree whether or not
+the changes are committed yet, and pre-commit builds the hooks' environment once for the module's runs (`try-repo`
+built it again for each run, in a store it deletes).
 """
 
 from __future__ import annotations
@@ -46,11 +47,16 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("pre-commit-home")
 
 
-def _try_repo(hooks_repo: Path, home: Path, target: Path, hook: str) -> subprocess.CompletedProcess[str]:
+def _run_hook(hooks_repo: Path, home: Path, target: Path, hook: str) -> subprocess.CompletedProcess[str]:
+    """`pre-commit run HOOK --all-files` in the repository `target`, configured with the snapshot's hook."""
+    revision = _git(hooks_repo, "rev-parse", "HEAD").strip()
+    config = f"repos:\n- repo: {hooks_repo}\n  rev: {revision}\n  hooks:\n  - id: {hook}\n"
+    (target / ".pre-commit-config.yaml").write_text(config)
+    _git(target, "add", ".pre-commit-config.yaml")  # pre-commit refuses a configuration that is not staged
     environment = {**os.environ, "PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never"}
     environment.pop("VIRTUAL_ENV", None)
     return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(hooks_repo), hook, "--all-files"],
+        [sys.executable, "-m", "pre_commit", "run", hook, "--all-files"],
         cwd=target,
         env=environment,
         capture_output=True,
@@ -66,17 +72,17 @@ def test_check_hook_fails_and_passes_after_the_fix_hook(
     (tmp_path / "model.py").write_text(HAZARD)
     _git(tmp_path, "add", ".")
 
-    check = _try_repo(hooks_repo, pre_commit_home, tmp_path, "rope-lint")
+    check = _run_hook(hooks_repo, pre_commit_home, tmp_path, "rope-lint")
     assert check.returncode == 1, check.stdout + check.stderr
     assert "model.py:2:5: RPL101 [*]" in check.stdout
 
-    fix = _try_repo(hooks_repo, pre_commit_home, tmp_path, "rope-lint-fix")
+    fix = _run_hook(hooks_repo, pre_commit_home, tmp_path, "rope-lint-fix")
     assert fix.returncode == 1, fix.stdout + fix.stderr  # pre-commit fails a hook that changed files
     assert "files were modified by this hook" in fix.stdout
     assert (tmp_path / "model.py").read_text() == HAZARD.replace("torch.float32)", "torch.int64).float()")
 
     _git(tmp_path, "add", ".")
-    again = _try_repo(hooks_repo, pre_commit_home, tmp_path, "rope-lint")
+    again = _run_hook(hooks_repo, pre_commit_home, tmp_path, "rope-lint")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Passed" in again.stdout
 
@@ -84,7 +90,7 @@ def test_check_hook_fails_and_passes_after_the_fix_hook(
 def test_hook_environment_never_pulls_torch(hooks_repo: Path) -> None:
     """What pip installs into a hook environment: the package and libcst, never torch (a CUDA build is gigabytes).
 
-    try-repo builds its environments in a temporary store it deletes, so ask pip what it would install instead.
+    Asked of pip, what it would install: the hook environment the other tests build is theirs, in whatever order.
     """
     report = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-", "."],
@@ -104,6 +110,6 @@ def test_hooks_pass_with_no_python_file(hooks_repo: Path, pre_commit_home: Path,
     _git(tmp_path, "init", "-q")
     (tmp_path / "README.md").write_text("no Python here\n")
     _git(tmp_path, "add", ".")
-    result = _try_repo(hooks_repo, pre_commit_home, tmp_path, hook)
+    result = _run_hook(hooks_repo, pre_commit_home, tmp_path, hook)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(no files to check)Skipped" in result.stdout
