@@ -167,6 +167,17 @@ def probe(*targets: str, pythonpath: Sequence[Path], triggers: str, options: Seq
     return run.json()
 
 
+def class_of(probed: str) -> str:
+    """The qualified name of the class a probe's report entry measured: one measured once per layer type
+    (`...RotaryEmbedding[layer_type=sliding_attention]`) is one class in code."""
+    return probed.split("[")[0]
+
+
+def module_of(probed: str) -> str:
+    """The module of the class a probe's report entry measured."""
+    return class_of(probed).rpartition(".")[0]
+
+
 def exceeding(report: dict[str, Any]) -> dict[str, list[str]]:
     """The classes over the threshold, with the triggers they exceed under."""
     return {

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, install_release
+from helpers import REPO, class_of, install_release, module_of
 from releases import NEW, OLD
 
 from rope_lint.engine import Settings, check_paths
@@ -141,7 +141,6 @@ def test_transformers_rotary_classes_found_by_each_family(
 ) -> None:
     site = install_release("transformers", version)
     report = unfixed_probe(version)
-    # A class measured once per layer type (`...RotaryEmbedding[layer_type=sliding_attention]`) is one class in code.
     hazardous = {
         entry["class"]: any(entry["triggers"][name]["status"] == "exceeds" for name in HAZARD_TRIGGERS)
         for entry in report["classes"]
@@ -149,7 +148,7 @@ def test_transformers_rotary_classes_found_by_each_family(
     }
     counts = {}
     # Only the files of measured classes are parsed, each once: parsing every file with a finding took most of this.
-    measured_modules = {name.split("[")[0].rpartition(".")[0] for name in hazardous}
+    measured_modules = {module_of(name) for name in hazardous}
     trees: dict[Path, ast.Module] = {}
     for family in FAMILIES:
         flagged = set()
@@ -166,7 +165,7 @@ def test_transformers_rotary_classes_found_by_each_family(
                 for node in tree.body
                 if isinstance(node, ast.ClassDef) and node.lineno <= finding.start.line <= (node.end_lineno or 0)
             }
-        with_finding = {name for name in hazardous if name.split("[")[0] in flagged}
+        with_finding = {name for name in hazardous if class_of(name) in flagged}
         found = {name for name in with_finding if hazardous[name]}
         counts[family] = (len(with_finding), len(found), sum(hazardous.values()))
         print(f"transformers {version} {family} by class: {counts[family]}")
