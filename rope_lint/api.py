@@ -288,7 +288,7 @@ def _resolved(paths: Sequence[str], options: Options) -> tuple[Config, Settings,
                 raise ConfigError(f"{config.source}: per-file-ignores.{pattern}: {error}") from error
     except (ConfigError, UnknownCodeError) as error:
         raise RunError(str(error)) from error
-    return config, settings, list(discover(paths or ["."], Excludes(config.exclude, config.root)))
+    return config, settings, list(discover(paths or ["."], Excludes(config.exclude, config.root), settings.listings))
 
 
 def _first(paths: Sequence[str]) -> str:

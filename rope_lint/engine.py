@@ -16,7 +16,7 @@ from functools import partial
 from rope_lint import TYPE_CHECKING, prefilter
 from rope_lint.config import Config
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
-from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, read_regular, status_signature
+from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, SourceFile, read_regular, status_signature
 from rope_lint.prefilter import candidates
 from rope_lint.rules import matches
 from rope_lint.rules.analysis.callers import PackageCallers
@@ -60,9 +60,10 @@ class Settings:
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
         self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding
-        # What the rest of a package does with a file's public helpers.
+        # The folders this run has listed, and what the rest of a package does with a file's public helpers.
+        self.listings = Listings()
         self.callers = PackageCallers(
-            frozenset(rule.code for rule in rules if not rule.stands_if_called_at_construction)
+            frozenset(rule.code for rule in rules if not rule.stands_if_called_at_construction), self.listings
         )
 
     @classmethod

@@ -117,14 +117,15 @@ class Excludes:
         return any(fnmatch.fnmatchcase(candidate, pattern) for pattern in self.patterns for candidate in candidates)
 
 
-def discover(paths: Iterable[str], excluded: Excludes) -> Iterator[str]:
+def discover(paths: Iterable[str], excluded: Excludes, listings: Listings | None = None) -> Iterator[str]:
     """Python files under `paths`, in a stable order, spelled as `pathlib` would (`./a.py` as `a.py`). Excludes
     apply to files named explicitly too, as pre-commit passes every staged file by name. Paths are strings, not
-    `Path`s: a one-file check would spend more on importing `pathlib` than on the check."""
+    `Path`s: a one-file check would spend more on importing `pathlib` than on the check. `listings`: the folders this
+    run has listed already, which are not listed again."""
     for given in paths:
         path = as_given(given)
         if os.path.isdir(path):
-            yield from _walk(path, excluded)
+            yield from _walk(path, excluded, {} if listings is None else listings)
         elif not excluded(path):
             yield path
 
@@ -140,36 +141,58 @@ def as_given(path: str) -> str:
     return root + os.sep.join(parts) or "."
 
 
-def _walk(folder: str, excluded: Excludes) -> Iterator[str]:
+class Listings(dict):
+    """What a run found in each folder it listed, by absolute path: the folder's Python files and the subfolders to
+    walk, in name order, before any exclude, and whether it is a virtual environment. A warm check walks
+    the tree, then the package that holds it for its fingerprint (`PackageCallers`): the tree's folders are listed
+    once. For one run: a listing is the folder as it was when the run listed it."""
+
+
+def _walk(folder: str, excluded: Excludes, listings: Listings) -> Iterator[str]:
     """The Python files under `folder` in `os.walk`'s order (top-down, names sorted), never inside a link to a
-    folder. Each folder is listed once, and the entries' types say the rest: a virtual environment is known by the
-    `pyvenv.cfg` in its own listing and a link by its entry, where `os.walk` with a filter asks the system again for
-    every folder, twice (a warm check walks the tree, then the package its findings' helpers send it to)."""
+    folder."""
     top = "" if folder == "." else folder  # pathlib spells `./a/b.py` as `a/b.py`
     pending = [top]
     while pending:
         root = pending.pop()
-        try:
-            with os.scandir(root or ".") as listing:
-                entries = list(listing)
-        except OSError as error:
-            yield as_given(error.filename or root or ".")  # reading it reports why it cannot be listed (engine.read)
+        key = os.path.abspath(root or ".")
+        listing = listings.get(key, False)
+        if listing is False:
+            try:
+                listing = listings[key] = _listing(root)
+            except OSError as error:
+                yield as_given(
+                    error.filename or root or "."
+                )  # reading it reports why it cannot be listed (engine.read)
+                continue
+        files, folders, is_environment = listing
+        if is_environment and root != top:
             continue
-        holds_pyvenv_cfg = any(entry.name == "pyvenv.cfg" for entry in entries)
-        if root != top and holds_pyvenv_cfg and os.path.exists(os.path.join(root, "pyvenv.cfg")):
-            continue
-        folders, files = [], []
-        for entry in entries:
-            if _is_folder(entry):
-                if not entry.name.startswith(".") and entry.name not in _SKIPPED_FOLDERS and not _is_link(entry):
-                    folders.append(entry.name)  # a link to a folder is not walked into, as in `os.walk`
-            elif entry.name.endswith((".py", ".pyi")):
-                files.append(entry.name)
-        for path in [os.path.join(root, name) for name in sorted(files)]:
+        for path in [os.path.join(root, name) for name in files]:
             if not (excluded.patterns and excluded(path)):
                 yield path
-        subfolders = [os.path.join(root, name) for name in sorted(folders, reverse=True)]
+        subfolders = [os.path.join(root, name) for name in reversed(folders)]
         pending += [path for path in subfolders if not (excluded.patterns and excluded(path))]
+
+
+def _listing(root: str) -> tuple[list[str], list[str], bool]:
+    """The Python files and the subfolders to walk in `root`, in name order, and whether it is a virtual environment.
+    The folder is listed once, and the entries' types say the rest: a virtual environment is known by the `pyvenv.cfg`
+    in its own listing and a link by its entry, where `os.walk` with a filter asks the system again for every folder,
+    twice."""
+    with os.scandir(root or ".") as listing:
+        entries = list(listing)
+    is_environment = any(entry.name == "pyvenv.cfg" for entry in entries) and os.path.exists(
+        os.path.join(root, "pyvenv.cfg")
+    )
+    folders, files = [], []
+    for entry in entries:
+        if _is_folder(entry):
+            if not entry.name.startswith(".") and entry.name not in _SKIPPED_FOLDERS and not _is_link(entry):
+                folders.append(entry.name)  # a link to a folder is not walked into, as in `os.walk`
+        elif entry.name.endswith((".py", ".pyi")):
+            files.append(entry.name)
+    return sorted(files), sorted(folders), is_environment
 
 
 def _is_folder(entry: os.DirEntry[str]) -> bool:

@@ -14,7 +14,7 @@ import pytest
 from helpers import rope_lint
 
 from rope_lint.cli import COLLECTOR_THRESHOLDS
-from rope_lint.files import Excludes, as_given, discover
+from rope_lint.files import Excludes, Listings, as_given, discover
 
 FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
 BF16_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.bfloat16)\n"  # RPL101, unsafe fix
@@ -221,6 +221,28 @@ def test_walk_lists_files_and_links_to_files_but_never_walks_into_a_link_to_a_fo
     found = [Path(path).relative_to(tmp_path).as_posix() for path in discover([str(tmp_path)], Excludes([], "."))]
     assert found == ["dangling.py", "z.py", "pkg/a.py", "pkg/sub/b.py", "pkg/sub/d.py"]
     assert list(discover([str(tmp_path / "env")], Excludes([], "."))) == [str(tmp_path / "env" / "c.py")]
+
+
+def test_a_run_lists_each_folder_once_however_often_it_walks_it(tmp_path: Path, monkeypatch) -> None:
+    """A warm check walks the tree checked, then the package that holds it (`files.Listings`): the second walk lists
+    only the folders the first did not, and finds what a walk of its own finds, the excluded files and the virtual
+    environment that the first walk was given by name (and so walked) included."""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "", "pkg/models/b.py": "", "pkg/models/c.py": ""})
+    write(tmp_path, {"pkg/env/pyvenv.cfg": "", "pkg/env/d.py": ""})
+    listed: list[str] = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: listed.append(os.path.abspath(path)) or scandir(path))
+    listings = Listings()
+    models, package, env = (str(tmp_path / name) for name in ("pkg/models", "pkg", "pkg/env"))
+    assert list(discover([models], Excludes(["c.py"], "."), listings)) == [str(tmp_path / "pkg/models/b.py")]
+    assert list(discover([env], Excludes([], "."), listings)) == [str(tmp_path / "pkg/env/d.py")]
+    walked_again = list(discover([package], Excludes([], "."), listings))
+    assert listed == [models, env, package]
+    assert (
+        walked_again
+        == list(discover([package], Excludes([], ".")))
+        == [str(tmp_path / name) for name in ("pkg/__init__.py", "pkg/a.py", "pkg/models/b.py", "pkg/models/c.py")]
+    )
 
 
 def test_paths_are_spelled_as_pathlib_spells_them() -> None:

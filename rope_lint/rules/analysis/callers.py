@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.files import SOURCE_LIMIT, Excludes, SourceFile, discover, read_regular, status_signature
+from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, SourceFile, discover, read_regular, status_signature
 from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, walk
@@ -36,10 +36,13 @@ if TYPE_CHECKING:
 class PackageCallers:
     """The answers of one run, by file and helper; a module's text is read once however many helpers it mentions."""
 
-    def __init__(self, codes_standing_after_construction: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, codes_standing_after_construction: frozenset[str] = frozenset(), listings: Listings | None = None
+    ) -> None:
         # The rules whose findings stand where no module calls their helpers at construction (the others' stand where
         # one does: `Rule.stands_if_called_at_construction`).
         self._codes_standing_after = codes_standing_after_construction
+        self._listings = Listings() if listings is None else listings  # the run's, which has listed the tree checked
         self._answers: dict[tuple[str, str], bool] = {}
         self._tops: dict[str, str] = {}
         self._package_modules: dict[str, list[str]] = {}
@@ -175,7 +178,7 @@ class PackageCallers:
         """The package's Python files, by absolute path: its tree, or the files beside one outside any package."""
         if top not in self._package_modules:
             if _is_package(top):
-                modules = list(discover([top], Excludes([], top)))  # absolute, as `top` is (`_top`)
+                modules = list(discover([top], Excludes([], top), self._listings))  # absolute, as `top` is
             else:
                 try:
                     names = sorted(os.listdir(top))
