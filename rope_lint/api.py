@@ -304,8 +304,7 @@ def _findings(
     if cache and len(files) >= LARGE_RUN and not settings.verbose:
         from rope_lint.cache import ResultCache
 
-        codes = [rule.code for rule in settings.rules]
-        results = ResultCache.for_run(config.root, codes, config.per_file_ignores)
+        results = ResultCache.for_run(config.root, settings.codes, config.per_file_ignores)
     findings = progress.run(files, partial(check_paths, settings=settings, cache=results), quiet=not show_progress)
     if results is not None:
         results.save()

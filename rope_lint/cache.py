@@ -10,17 +10,17 @@ fingerprint of the package's files. It lives in `.rope_lint_cache/` beside the c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import stat
 import time
-from pathlib import Path
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 from rope_lint.files import read_regular
-from rope_lint.rules import ALL_RULES
+from rope_lint.rules import payloads
 
 if TYPE_CHECKING:
     from typing import Any
@@ -39,14 +39,14 @@ _MAX_ENTRIES = 100_000
 _FORMAT = "4"
 # A cache file's parts: findings by content key, statuses and keys by path, answers by package.
 _PARTS = ("results", "files", "packages")
-# The fix payloads an entry can hold, by their type's name.
-_PAYLOAD_TYPES = {payload.__name__: payload for rule in ALL_RULES for payload in rule.fix_payloads}
 
 
 class ResultCache:
-    def __init__(self, folder: Path, settings_key: str) -> None:
-        self.folder = folder
-        self.file = folder / f"check-{settings_key}.json"
+    def __init__(self, folder: str, settings_key: str) -> None:
+        self.folder = (
+            folder  # paths as strings: `pathlib` would cost a warm check more to import than a tenth of its run
+        )
+        self.file = os.path.join(folder, f"check-{settings_key}.json")
         self._entries: dict[str, list[list[Any]]] = {}
         self._seen: dict[str, list[list[Any]]] = {}
         # A file's status and its key, by absolute path: of the cache file, and learnt by this run.
@@ -71,7 +71,7 @@ class ResultCache:
     def for_run(cls, root: FilePath, rule_codes: list[str], per_file_ignores: dict[str, list[str]]) -> ResultCache:
         digest = hashlib.blake2b(f"{_FORMAT};{_code_version()}".encode(), digest_size=12)
         digest.update(repr((sorted(rule_codes), sorted(per_file_ignores.items()))).encode())
-        return cls(Path(root) / FOLDER, digest.hexdigest())
+        return cls(os.path.join(root, FOLDER), digest.hexdigest())
 
     def __bool__(self) -> bool:
         """Whether the cache holds anything to look up."""
@@ -120,10 +120,10 @@ class ResultCache:
         else:
             statuses = self._learnt_statuses
         try:
-            self.folder.mkdir(exist_ok=True)
+            os.makedirs(self.folder, exist_ok=True)
             if not stat.S_ISDIR(os.lstat(self.folder).st_mode):
                 return  # a link in place of the folder: never written through
-            _create_gitignore(self.folder / ".gitignore")
+            _create_gitignore(os.path.join(self.folder, ".gitignore"))
             import tempfile  # only a run that learned something writes
 
             # mkstemp creates a file of its own (O_EXCL), and os.replace puts it in place of whatever is at `file`, a
@@ -138,10 +138,11 @@ class ResultCache:
             os.replace(temporary, self.file)
             _remove_stale(self.folder)
         except OSError:
-            Path(temporary).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
 
 
-def _create_gitignore(path: Path) -> None:
+def _create_gitignore(path: str) -> None:
     """The cache folder's `.gitignore`, unless something is there already: O_EXCL and O_NOFOLLOW, so that a link in
     its place, dangling or not, is left alone and its target is never created or written."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -192,10 +193,10 @@ def _offset(value: object) -> int:
 
 
 def _payload(type_name: str, *fields: object) -> tuple:
-    """The fix payload of the type that rules declare under that name (`Rule.fix_payloads`), with those fields."""
+    """The fix payload of the type of that name (`rules.payloads`), with those fields."""
     if any(field is not None and not isinstance(field, str | int) for field in fields):
         raise TypeError("a fix payload holds strings, numbers and flags")
-    payload_type = _PAYLOAD_TYPES.get(type_name)
+    payload_type = payloads.BY_NAME.get(type_name)
     if payload_type is None:
         raise ValueError(f"no rule has a fix payload named {type_name!r}")
     return payload_type(*fields)
@@ -210,7 +211,7 @@ def content_key(data: bytes, ignored_codes: list[str]) -> str:
 
 def _code_version() -> str:
     """rope-lint's version and the size and time of each of its modules: an edited rule is a new rule set."""
-    package = Path(__file__).parent
+    package = os.path.dirname(__file__)
     parts = []
     for folder, subfolders, names in os.walk(package):  # the rules' analyses and the prefilter too
         subfolders[:] = [name for name in subfolders if name != "__pycache__"]
@@ -223,7 +224,7 @@ def _code_version() -> str:
     return __version__ + ";" + ";".join(sorted(parts))
 
 
-def _remove_stale(folder: Path) -> None:
+def _remove_stale(folder: str) -> None:
     now = time.time()
     for entry in os.scandir(folder):
         name = entry.name

@@ -11,11 +11,10 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 
-from rope_lint import TYPE_CHECKING, __version__, api
+from rope_lint import TYPE_CHECKING, __version__, api, rules
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.display import printable
 from rope_lint.output import FORMATS, WITH_EDITS, renderer
-from rope_lint.rules import ALL_RULES, RULES_BY_CODE, documentation_page
 
 if TYPE_CHECKING:
     from typing import Any, TextIO
@@ -361,7 +360,7 @@ def _fix(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
-    rows = [(rule.code, rule.name, rule.fix_summary(), rule.summary()) for rule in ALL_RULES]
+    rows = [(rule.code, rule.name, rule.fix_summary(), rule.summary()) for rule in rules.ALL_RULES]
     widths = [max(len(row[i]) for row in [("CODE", "NAME", "FIX", ""), *rows]) for i in range(3)]
     for code, name, fix, summary in [("CODE", "NAME", "FIX", "SUMMARY"), *rows]:
         print(f"{code:<{widths[0]}}  {name:<{widths[1]}}  {fix:<{widths[2]}}  {summary}")
@@ -370,9 +369,9 @@ def _rules(args: argparse.Namespace) -> int:
 
 def _rule(args: argparse.Namespace) -> int:
     if args.all:
-        sys.stdout.write(documentation_page())
+        sys.stdout.write(rules.documentation_page())
         return EXIT_CLEAN
-    rule = RULES_BY_CODE.get(args.code.upper())
+    rule = rules.RULES_BY_CODE.get(args.code.upper())  # every rule imported: only `rule` and `rules` ask
     if rule is None:
         print(f"rope-lint: error: unknown rule code {args.code!r}; `rope-lint rules` lists them", file=sys.stderr)
         return EXIT_ERROR
@@ -384,7 +383,7 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "check": ("report findings", _check_arguments),
     "baseline": ("write the current findings to a baseline file", _baseline_arguments),
     "fix": ("apply fixes in place", _fix_arguments),
-    "rules": ("list the rules", lambda rules: rules.set_defaults(handler=_rules)),
+    "rules": ("list the rules", lambda parser: parser.set_defaults(handler=_rules)),
     "rule": ("explain a rule", _rule_arguments),
     "probe": ("measure rotary embeddings at runtime (needs torch)", _probe_arguments),
 }

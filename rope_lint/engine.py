@@ -11,24 +11,26 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
+from functools import cached_property, partial
 
 from rope_lint import TYPE_CHECKING, prefilter
 from rope_lint.config import Config
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
 from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, SourceFile, read_regular, status_signature
 from rope_lint.prefilter import candidates
-from rope_lint.rules import matches
+from rope_lint.rules import Selection, matches, stands_if_called_at_construction
 from rope_lint.rules.analysis.callers import PackageCallers
 from rope_lint.rules.analysis.context import FileContext, walks_remembered
-from rope_lint.rules.base import Rule
 from rope_lint.suppressions import is_suppressed
 
 if TYPE_CHECKING:
+    import re
+    from collections.abc import Sequence
     from typing import Any, TypeVar
 
     from rope_lint.cache import ResultCache
     from rope_lint.files import FilePath
+    from rope_lint.rules.base import Rule
 
     T = TypeVar("T")
     Item = TypeVar("Item")
@@ -43,32 +45,48 @@ class Settings:
 
     def __init__(
         self,
-        rules: list[Rule],
+        rules: Sequence[Rule],
         root: FilePath,
         per_file_ignores: dict[str, list[str]] | None = None,
         verbose: bool = False,
     ) -> None:
+        # A `Selection` imports its rules once a file is checked: a warm check, which checks none, needs their codes.
         self.rules = rules
-        # The rules' prefilters as one: the triggers a file must contain for a rule to look at it, the screens of
-        # their occurrences, and the test of the classes parsed whole (see candidates).
-        specs = [rule.prefilter for rule in rules]
-        self.triggers = tuple({trigger.decode() for spec in specs for trigger in spec.triggers})
-        self.groups = candidates.prefix_groups(self.triggers)
-        self.may_match = candidates.Prefilter(self.triggers, self.groups)
-        self.screens = prefilter.combined_screens(specs, self.triggers)
-        self.parses_whole_class = prefilter.combined_class_test(specs)
+        self.codes = rules.codes if isinstance(rules, Selection) else [rule.code for rule in rules]
         self.root = root
         self.per_file_ignores = per_file_ignores or {}
         self.verbose = verbose  # print the traceback of a rule that fails, beside its RPL903 finding
         # The folders this run has listed, and what the rest of a package does with a file's public helpers.
         self.listings = Listings()
         self.callers = PackageCallers(
-            frozenset(rule.code for rule in rules if not rule.stands_if_called_at_construction), self.listings
+            frozenset(code for code in self.codes if not stands_if_called_at_construction(code)), self.listings
         )
 
     @classmethod
-    def from_config(cls, config: Config, rules: list[Rule], verbose: bool = False) -> Settings:
+    def from_config(cls, config: Config, rules: Sequence[Rule], verbose: bool = False) -> Settings:
         return cls(rules=rules, root=config.root, per_file_ignores=config.per_file_ignores, verbose=verbose)
+
+    # The rules' prefilters as one, made when the first file is read: the triggers a file must contain for a rule to
+    # look at it, the screens of their occurrences, and the test of the classes parsed whole (see candidates).
+    @cached_property
+    def triggers(self) -> tuple[str, ...]:
+        return tuple({trigger.decode() for rule in self.rules for trigger in rule.prefilter.triggers})
+
+    @cached_property
+    def groups(self) -> dict[str, re.Pattern[bytes]]:
+        return candidates.prefix_groups(self.triggers)
+
+    @cached_property
+    def may_match(self) -> candidates.Prefilter:
+        return candidates.Prefilter(self.triggers, self.groups)
+
+    @cached_property
+    def screens(self) -> dict[str, prefilter.Screen]:
+        return prefilter.combined_screens([rule.prefilter for rule in self.rules], self.triggers)
+
+    @cached_property
+    def parses_whole_class(self) -> prefilter.ClassTest | None:
+        return prefilter.combined_class_test([rule.prefilter for rule in self.rules])
 
     def ignored_codes(self, path: FilePath) -> list[str]:
         codes: list[str] = []

@@ -48,6 +48,23 @@ def rope_lint(
     )
 
 
+def imported_by_check(folder: Path, path: str, packages: tuple[str, ...]) -> list[str]:
+    """The modules of `packages` (or packages below them: `rope_lint.rules`) that `rope-lint check path` imports, run
+    in `folder` (which has an RPL101 finding), apart from those the interpreter had before."""
+    probe = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        "from rope_lint.cli import main\n"
+        f"main(['check', {path!r}])\n"
+        f"packages = {packages!r}\n"
+        "found = [m for m in set(sys.modules) - before if any(m == p or m.startswith(p + '.') for p in packages)]\n"
+        "print(json.dumps(sorted(found)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=folder, capture_output=True, text=True)
+    assert "RPL101" in result.stdout, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
 def on_a_terminal(*args: str, cwd: Path, stream: str = "stdout", env: dict[str, str] | None = None) -> str:
     """Run the CLI with `stream` (`stdout` or `stderr`) on a pseudo-terminal, as a person at a shell has it, and the
     other a pipe; what it wrote to the terminal (whose line ends are `\r\n`)."""

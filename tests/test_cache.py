@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import rope_lint
+from helpers import imported_by_check, rope_lint
 
 from rope_lint import engine
 from rope_lint.cache import FOLDER, ResultCache
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import LARGE_RUN, Settings, check_paths
-from rope_lint.rules import select_rules
+from rope_lint.rules import CATALOG, select_rules
 
 # Every file holds a trigger, so that every one is parsed on a cold run; three of them hold a hazard.
 CLEAN = "import torch\n\n\ndef width_{index}(x):\n    return torch.arange(x.shape[-1])\n"
@@ -131,6 +131,20 @@ def read_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(engine, "read_bytes", counting)
     return read
+
+
+def test_a_warm_run_imports_no_rule(tmp_path: Path) -> None:
+    """A run whose every file the cache answers checks none, so it imports no rule, nor the analyses only rules use,
+    nor `pathlib`: each would cost a warm check a tenth of its time or more (`rules.Selection`, `rules.payloads`). A
+    file that changed brings the rules back."""
+    tree(tmp_path)
+    check(tmp_path)
+    rule_modules = tuple(f"rope_lint.rules.{entry.module}" for entry in CATALOG)
+    analyses = ("rope_lint.rules.analysis.rotary", "rope_lint.rules.analysis.autocast", "rope_lint.rules.base")
+    assert imported_by_check(tmp_path, ".", (*rule_modules, *analyses, "pathlib")) == []
+    (tmp_path / "pkg" / "clean_00.py").write_text(FLOAT_ARANGE + "# a text the cache has not seen\n")
+    selected = [f"rope_lint.rules.{entry.module}" for entry in CATALOG if not entry.informational]  # the default
+    assert imported_by_check(tmp_path, ".", rule_modules) == sorted(selected)
 
 
 def test_a_warm_run_reads_no_file_whose_status_is_as_the_cache_saw_it(

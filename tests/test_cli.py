@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path, PurePath
 
 import pytest
-from helpers import rope_lint
+from helpers import imported_by_check, rope_lint
 
 from rope_lint.cli import COLLECTOR_THRESHOLDS
 from rope_lint.files import Excludes, Listings, as_given, discover
@@ -331,21 +331,6 @@ def test_a_one_file_check_imports_no_module_it_can_do_without(tmp_path: Path) ->
     the interpreter had before `main` (an editable install's import hook brings pathlib) do not count."""
     write(tmp_path, {"model.py": "# coding=utf-8\n" + FLOAT_ARANGE})
     assert imported_by_check(tmp_path, "model.py", ("typing", "pathlib", "tokenize")) == []
-
-
-def imported_by_check(folder: Path, path: str, packages: tuple[str, ...]) -> list[str]:
-    """The modules of `packages` that `rope-lint check path` imports, run in `folder` (which has a finding), apart
-    from those the interpreter had before."""
-    probe = (
-        "import json, sys\n"
-        "before = set(sys.modules)\n"
-        "from rope_lint.cli import main\n"
-        f"main(['check', {path!r}])\n"
-        f"print(json.dumps(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in {packages!r})))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=folder, capture_output=True, text=True)
-    assert "RPL101" in result.stdout, result.stderr
-    return json.loads(result.stdout.splitlines()[-1])
 
 
 def test_a_long_report_arrives_whole_though_the_command_skips_teardown(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from rope_lint.engine import Settings, check_source
 from rope_lint.fix.apply import apply_fixes, fixable
 from rope_lint.rules import select_rules
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.lse_merge import MergeOfStatements
+from rope_lint.rules.payloads import MergeOfStatements
 
 IMPORTS = "import torch\nimport torch.nn.functional as F\n"
 

@@ -15,8 +15,9 @@ from rope_lint.cache import _diagnostic, _entry
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
 from rope_lint.prefilter import PrefilterSpec
-from rope_lint.rules import ALL_RULES
-from rope_lint.rules.base import ClassRewrite, FixAvailability, Invalid, Rule
+from rope_lint.rules import ALL_RULES, CATALOG, payloads
+from rope_lint.rules.base import FixAvailability, Invalid, Rule
+from rope_lint.rules.payloads import ClassRewrite
 
 RULES = pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)
 
@@ -64,10 +65,19 @@ def test_fix_payloads_are_the_declared_types(rule: type[Rule]) -> None:
             assert all(field is None or isinstance(field, str | int) for field in payload), payload
 
 
-def test_payload_type_names_are_unique() -> None:
-    """The cache rebuilds a payload from its type's name: one name, one type."""
-    types = {payload for rule in ALL_RULES for payload in rule.fix_payloads}
-    assert len({payload.__name__ for payload in types}) == len(types)
+def test_the_cache_rebuilds_every_payload_type_and_only_those_that_rules_declare() -> None:
+    """The cache rebuilds a payload by its type's name (`payloads.BY_NAME`), without importing the rule: every type a
+    rule declares is there under its own name, and nothing else is."""
+    declared = {payload for rule in ALL_RULES for payload in rule.fix_payloads}
+    assert {payload.__name__: payload for payload in declared} == payloads.BY_NAME
+
+
+def test_the_catalog_names_each_rule_by_its_own_code() -> None:
+    """A run selects rules by the catalog's codes before it imports any (`rules.Selection`): each entry's class has
+    the entry's code, and an entry is informational where its rule's documentation says so."""
+    assert [rule.code for rule in ALL_RULES] == [entry.code for entry in CATALOG]
+    for entry, rule in zip(CATALOG, ALL_RULES, strict=True):
+        assert entry.informational == ("An informational rule" in rule.documentation()), entry.code
 
 
 @RULES

@@ -29,9 +29,9 @@ from rope_lint.fix.names import ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
-from rope_lint.rules import RULES_BY_CODE
+from rope_lint.rules import rule_class
 from rope_lint.rules.analysis.context import physical_lines
-from rope_lint.rules.base import ClassRewrite
+from rope_lint.rules.payloads import ClassRewrite
 from rope_lint.transformers import generated
 
 Range = tuple[tuple[int, int], tuple[int, int]]
@@ -466,7 +466,7 @@ class _Fixes(cst.CSTTransformer):
         """The rule's fix of `node`, its module names resolved in the scope of `placed`, the node in the original."""
         assert diagnostic.fix is not None
         self.applied.append(diagnostic)
-        fixed = RULES_BY_CODE[diagnostic.code]().fix(node, diagnostic.fix.payload)
+        fixed = rule_class(diagnostic.code)().fix(node, diagnostic.fix.payload)
         scoped = isinstance(self, _ScopedFixTransformer)
         scope = self.get_metadata(ScopeProvider, placed, None) if scoped else None
         return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import, scopes_known=scoped)

@@ -20,7 +20,7 @@ from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 from rope_lint.engine import Settings, check_source
 from rope_lint.fix.names import ModuleNames
 from rope_lint.rules.analysis.rotary import is_table_name
-from rope_lint.rules.base import ClassRewrite
+from rope_lint.rules.payloads import ClassRewrite
 from rope_lint.transformers import generated
 
 _ROOT_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")

@@ -1,52 +1,99 @@
-"""The rule catalog: codes are stable once released. Each rule lives in its own module; this is the one list of them."""
+"""The rule catalog: codes are stable once released. Each rule lives in its own module; this is the one list of them,
+with what a run must know of a rule before it reads a file. A rule's module is imported when a run checks a file with
+it (`Selection`): a warm check, which checks none, imports no rule."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib
+from collections import namedtuple
+from collections.abc import Iterable, Sequence
+from functools import cached_property
 
+from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import ERROR_CODES
-from rope_lint.rules.base import Rule
-from rope_lint.rules.default_dtype_promotion import DefaultDtypePromotion
-from rope_lint.rules.expm1 import Expm1
-from rope_lint.rules.float32_arange_after_construction import Float32ArangeAfterConstruction
-from rope_lint.rules.float_arange import FloatArange
-from rope_lint.rules.float_literal_arange import FloatLiteralArange
-from rope_lint.rules.log1p import Log1p
-from rope_lint.rules.log_softmax import LogSoftmax
-from rope_lint.rules.logsigmoid import LogSigmoid
-from rope_lint.rules.logsumexp import LogSumExp
-from rope_lint.rules.low_precision_rope_cache import LowPrecisionRopeCache
-from rope_lint.rules.lse_merge import LseMerge
-from rope_lint.rules.rope_autocast import RopeAutocast
-from rope_lint.rules.rope_buffer_downcast import RopeBufferDowncast
-from rope_lint.rules.rope_device_math import RopeDeviceMath
-from rope_lint.rules.softplus import Softplus
 
-ALL_RULES: tuple[type[Rule], ...] = (
-    FloatArange,
-    FloatLiteralArange,
-    DefaultDtypePromotion,
-    Float32ArangeAfterConstruction,
-    LowPrecisionRopeCache,
-    RopeBufferDowncast,
-    RopeDeviceMath,
-    RopeAutocast,
-    LseMerge,
-    LogSumExp,
-    LogSoftmax,
-    Softplus,
-    LogSigmoid,
-    Log1p,
-    Expm1,
+if TYPE_CHECKING:
+    from rope_lint.rules.base import Rule
+
+
+class Entry(
+    namedtuple(
+        "Entry",
+        ("code", "module", "class_name", "informational", "stands_if_called_at_construction"),
+        defaults=(False, True),
+    )
+):
+    """A rule of the catalog: its code, and its class `class_name` in the module `rope_lint.rules.<module>`.
+
+    `informational`: the rule reports what is exact where it stands but what a stricter policy changes; it runs only
+    where a selector names its full code (`ALL` and prefixes leave it off), and its findings are notes, not errors.
+    `stands_if_called_at_construction`: whether a finding that rests on public helpers (`Rule.report`) stands where
+    another module of the package calls one of them from a constructor (a construction hazard), or where none does
+    (code that runs after construction).
+    """
+
+    __slots__ = ()
+    code: str
+    module: str
+    class_name: str
+    informational: bool  # default False
+    stands_if_called_at_construction: bool  # default True
+
+
+CATALOG: tuple[Entry, ...] = (
+    Entry("RPL101", "float_arange", "FloatArange"),
+    Entry("RPL102", "float_literal_arange", "FloatLiteralArange"),
+    Entry("RPL103", "default_dtype_promotion", "DefaultDtypePromotion"),
+    Entry(
+        "RPL104",
+        "float32_arange_after_construction",
+        "Float32ArangeAfterConstruction",
+        informational=True,
+        stands_if_called_at_construction=False,
+    ),
+    Entry("RPL201", "low_precision_rope_cache", "LowPrecisionRopeCache"),
+    Entry("RPL202", "rope_buffer_downcast", "RopeBufferDowncast"),
+    Entry("RPL203", "rope_device_math", "RopeDeviceMath"),
+    Entry("RPL204", "rope_autocast", "RopeAutocast"),
+    Entry("RPL301", "lse_merge", "LseMerge"),
+    Entry("RPL302", "logsumexp", "LogSumExp"),
+    Entry("RPL303", "log_softmax", "LogSoftmax"),
+    Entry("RPL304", "softplus", "Softplus"),
+    Entry("RPL305", "logsigmoid", "LogSigmoid"),
+    Entry("RPL306", "log1p", "Log1p"),
+    Entry("RPL307", "expm1", "Expm1"),
 )
-RULES_BY_CODE: dict[str, type[Rule]] = {rule.code: rule for rule in ALL_RULES}
+_BY_CODE = {entry.code: entry for entry in CATALOG}
+
+
+def rule_class(code: str) -> type[Rule]:
+    """The rule of a code of the catalog, its module imported."""
+    entry = _BY_CODE[code]
+    return getattr(importlib.import_module(f"{__name__}.{entry.module}"), entry.class_name)
+
+
+def __getattr__(name: str) -> object:
+    """`ALL_RULES`, every rule class in the catalog's order, and `RULES_BY_CODE`: every rule's module imported on
+    first use, by the commands that list or fix rules, and by the tests."""
+    if name == "ALL_RULES":
+        globals()[name] = tuple(rule_class(entry.code) for entry in CATALOG)
+    elif name == "RULES_BY_CODE":
+        globals()[name] = {entry.code: rule_class(entry.code) for entry in CATALOG}
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return globals()[name]
 
 
 def is_informational(code: str) -> bool:
-    """Whether findings of this code are notes (`Rule.informational`), not errors; a finding about the run itself
+    """Whether findings of this code are notes (`Entry.informational`), not errors; a finding about the run itself
     (RPL9xx) is an error."""
-    rule = RULES_BY_CODE.get(code)
-    return rule is not None and rule.informational
+    entry = _BY_CODE.get(code)
+    return entry is not None and entry.informational
+
+
+def stands_if_called_at_construction(code: str) -> bool:
+    """`Entry.stands_if_called_at_construction` of the rule of this code."""
+    return _BY_CODE[code].stands_if_called_at_construction
 
 
 def documentation_page() -> str:
@@ -55,7 +102,8 @@ def documentation_page() -> str:
         "# Rules\n\nGenerated by `rope-lint rule --all > docs/rules.md` from the rules' own documentation, which "
         "`rope-lint rule CODE` prints; a test keeps the two in step."
     )
-    return "\n\n".join([title, *(rule.documentation(heading_level=2) for rule in ALL_RULES)]) + "\n"
+    rules = (rule_class(entry.code) for entry in CATALOG)
+    return "\n\n".join([title, *(rule.documentation(heading_level=2) for rule in rules)]) + "\n"
 
 
 class UnknownCodeError(ValueError):
@@ -73,15 +121,33 @@ def validate_selectors(selectors: Iterable[str]) -> None:
             raise UnknownCodeError(f"unknown rule code or prefix: {selector!r}")
 
 
-def selects(rule: type[Rule], selectors: Iterable[str]) -> bool:
+def selects(entry: Entry, selectors: Iterable[str]) -> bool:
     """Whether selectors turn a rule on: any that names it, or, for an informational rule, only its full code."""
-    return rule.code in selectors if rule.informational else matches(rule.code, selectors)
+    return entry.code in selectors if entry.informational else matches(entry.code, selectors)
 
 
-def select_rules(select: Iterable[str], ignore: Iterable[str]) -> list[Rule]:
+class Selection(Sequence):
+    """The rules a run selected, in the catalog's order: their codes at once, the rules themselves (each module
+    imported, each rule made) when first asked for."""
+
+    def __init__(self, codes: list[str]) -> None:
+        self.codes = codes
+
+    @cached_property
+    def _rules(self) -> list[Rule]:
+        return [rule_class(code)() for code in self.codes]
+
+    def __getitem__(self, index: int) -> Rule:  # type: ignore[override]  (no slices: nothing asks for one)
+        return self._rules[index]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def select_rules(select: Iterable[str], ignore: Iterable[str]) -> Selection:
     select, ignore = list(select), list(ignore)
     validate_selectors([*select, *ignore])
-    return [rule() for rule in ALL_RULES if selects(rule, select) and not matches(rule.code, ignore)]
+    return Selection([e.code for e in CATALOG if selects(e, select) and not matches(e.code, ignore)])
 
 
-_ALL_CODES = (*RULES_BY_CODE, *ERROR_CODES)
+_ALL_CODES = (*_BY_CODE, *ERROR_CODES)

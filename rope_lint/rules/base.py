@@ -58,15 +58,6 @@ class FixAvailability:
     NEVER = "never"
 
 
-class ClassRewrite(namedtuple("ClassRewrite", ("codemod", "class_name"))):
-    """The fix payload of the rope rules: the codemod that rewrites the class, run once per file after the rules'
-    own fixes, and the class the finding is in (None for a store outside any class)."""
-
-    __slots__ = ()
-    codemod: str  # a name in `rope_lint.codemods.CODEMODS`
-    class_name: str | None
-
-
 class Flagged(namedtuple("Flagged", ("rule", "node", "message", "fix", "rests_on_helpers", "last"))):
     """What a rule flagged in a file: the node (through the end of `last`, for a run of statements), why, the fix,
     and the public helpers of the file whose callers elsewhere decide whether it stands (`Diagnostic`). The engine
@@ -89,15 +80,11 @@ class Rule:
     fix_availability: ClassVar[str]  # a FixAvailability
     # The safeties the rule's fixes can have; empty for a rule that never fixes.
     fix_safeties: ClassVar[frozenset[FixSafety]] = frozenset()
-    # The types of its fixes' payloads (`Fix.payload`): what the cache rebuilds them from, by name.
+    # The types of its fixes' payloads (`Fix.payload`, from `rules.payloads`).
     fix_payloads: ClassVar[tuple[type, ...]] = ()
     examples: ClassVar[tuple[Valid | Invalid, ...]]
-    # Whether a finding that rests on public helpers (`report`) stands where another module of the package calls one
-    # of them from a constructor (a construction hazard), or where none does (code that runs after construction).
-    stands_if_called_at_construction: ClassVar[bool] = True
-    # An informational rule reports what is exact where it stands but what a stricter policy changes: it runs only
-    # where a selector names its full code (`ALL` and prefixes leave it off), and its findings are notes, not errors.
-    informational: ClassVar[bool] = False
+    # Whether the rule is informational, and where a finding that rests on public helpers stands, are the catalog's
+    # (`rules.Entry`): a run needs them before it imports any rule.
 
     def check(self, ctx: FileContext) -> Iterable[Flagged]:
         raise NotImplementedError
@@ -112,8 +99,8 @@ class Rule:
     ) -> Flagged:
         """A finding of this rule at `node`, or at the statements from `node` through `last`; where it rests on the
         file's public helpers `rests_on_helpers`, the engine keeps it only where another module calls one of them from
-        a constructor, or, for a rule that is not `stands_if_called_at_construction`, only where none does
-        (`callers`)."""
+        a constructor, or, for a rule that is not `stands_if_called_at_construction` (`rules.Entry`), only where none
+        does (`callers`)."""
         return Flagged(self, node, message, fix, rests_on_helpers, last)
 
     def fix(self, node: cst.CSTNode, payload: tuple | None) -> cst.CSTNode:

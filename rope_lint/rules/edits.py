@@ -10,7 +10,7 @@ import libcst as cst
 from rope_lint import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rope_lint.rules.analysis.enumerations import Int64Enumeration, PromotedDtype
+    from rope_lint.rules.payloads import Int64Enumeration, PromotedDtype
 
 
 def int64_enumeration(call: cst.Call, enumeration: Int64Enumeration) -> cst.BaseExpression:

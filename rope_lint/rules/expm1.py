@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -54,7 +55,7 @@ class Expm1(Rule):
     prefilter = PrefilterSpec(triggers=(b"exp(",), screen=screens.exp_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
     fix_safeties = frozenset({FixSafety.SAFE})
-    fix_payloads = (logdomain.WriteFunction,)
+    fix_payloads = (payloads.WriteFunction,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "exp"):
@@ -70,10 +71,10 @@ class Expm1(Rule):
             yield self.report(
                 subtraction,
                 "`exp(x) - 1` cancels to 0 for small `x`; use `torch.expm1(x)`",
-                logdomain.fix(ctx, ("torch.expm1", "torch.special.expm1"), logdomain.WriteFunction),
+                logdomain.fix(ctx, ("torch.expm1", "torch.special.expm1"), payloads.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -72,9 +73,7 @@ class Float32ArangeAfterConstruction(Rule):
     prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES
     fix_safeties = frozenset({FixSafety.SAFE, FixSafety.UNSAFE})
-    fix_payloads = (enumerations.Int64Enumeration,)
-    stands_if_called_at_construction = False
-    informational = True
+    fix_payloads = (payloads.Int64Enumeration,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
@@ -95,7 +94,7 @@ class Float32ArangeAfterConstruction(Rule):
                 message += f"; for a stricter policy, {enumerations.int64_hint(ctx, dtype, rounding)}"
             yield self.report(call, message, fix, tuple(sorted(after)))
 
-    def fix(self, node: cst.CSTNode, payload: enumerations.Int64Enumeration) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.Int64Enumeration) -> cst.CSTNode:
         from rope_lint.rules import edits
 
         return edits.int64_enumeration(node, payload)

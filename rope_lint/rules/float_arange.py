@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.analysis.dtypes import is_floating_dtype, qualified_dtype
@@ -139,7 +140,7 @@ class FloatArange(Rule):
     prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none where the file has no name for torch to write `torch.int64`
     fix_safeties = frozenset({FixSafety.SAFE, FixSafety.UNSAFE})
-    fix_payloads = (enumerations.Int64Enumeration, enumerations.PromotedDtype)
+    fix_payloads = (payloads.Int64Enumeration, payloads.PromotedDtype)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
@@ -179,12 +180,10 @@ class FloatArange(Rule):
                     call, f"{hazard}; its start or step is not proven integral, so int64 may change it", fix, called
                 )
 
-    def fix(
-        self, node: cst.CSTNode, payload: enumerations.Int64Enumeration | enumerations.PromotedDtype
-    ) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.Int64Enumeration | payloads.PromotedDtype) -> cst.CSTNode:
         from rope_lint.rules import edits
 
-        if isinstance(payload, enumerations.PromotedDtype):
+        if isinstance(payload, payloads.PromotedDtype):
             return edits.promoted_dtype(node, payload)
         return edits.int64_enumeration(node, payload)
 

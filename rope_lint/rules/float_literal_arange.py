@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -61,7 +62,7 @@ class FloatLiteralArange(Rule):
     prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none where the file has no name for torch to write `torch.int64`
     fix_safeties = frozenset({FixSafety.SAFE})
-    fix_payloads = (enumerations.Int64Enumeration,)
+    fix_payloads = (payloads.Int64Enumeration,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
@@ -84,7 +85,7 @@ class FloatLiteralArange(Rule):
             else:
                 yield self.report(call, f"{hazard}; its start or step is not proven integral, so int64 may change it")
 
-    def fix(self, node: cst.CSTNode, payload: enumerations.Int64Enumeration) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.Int64Enumeration) -> cst.CSTNode:
         from rope_lint.rules import edits
 
         return edits.int64_enumeration(node, payload)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -59,7 +60,7 @@ class Log1p(Rule):
     prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
     fix_safeties = frozenset({FixSafety.SAFE})
-    fix_payloads = (logdomain.WriteFunction,)
+    fix_payloads = (payloads.WriteFunction,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
@@ -71,10 +72,10 @@ class Log1p(Rule):
             yield self.report(
                 call,
                 "`log(1 + x)` rounds away small `x`; use `torch.log1p(x)`",
-                logdomain.fix(ctx, ("torch.log1p", "torch.special.log1p"), logdomain.WriteFunction),
+                logdomain.fix(ctx, ("torch.log1p", "torch.special.log1p"), payloads.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits

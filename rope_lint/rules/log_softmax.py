@@ -6,6 +6,7 @@ from functools import partial
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -57,7 +58,7 @@ class LogSoftmax(Rule):
     prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none for a softmax without a dim
     fix_safeties = frozenset({FixSafety.SAFE})
-    fix_payloads = (logdomain.WriteReduction,)
+    fix_payloads = (payloads.WriteReduction,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
@@ -69,7 +70,7 @@ class LogSoftmax(Rule):
             if softmax.has_dim() and len(softmax.args) <= 1 and {kw.arg for kw in softmax.keywords} <= _KEYWORDS:
                 sibling = _LOG_SOFTMAX.get(softmax.function or "")
                 candidates = (*([sibling] if sibling else []), *_LOG_SOFTMAX.values())
-                payload = partial(logdomain.WriteReduction, method_spelling=softmax.method)
+                payload = partial(payloads.WriteReduction, method_spelling=softmax.method)
                 fix = logdomain.fix(ctx, candidates, payload)
             yield self.report(
                 call,
@@ -78,7 +79,7 @@ class LogSoftmax(Rule):
                 fix,
             )
 
-    def fix(self, node: cst.CSTNode, payload: logdomain.WriteReduction) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.WriteReduction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits

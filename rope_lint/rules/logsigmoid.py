@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -47,7 +48,7 @@ class LogSigmoid(Rule):
     prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
     fix_safeties = frozenset({FixSafety.SAFE})
-    fix_payloads = (logdomain.WriteFunction,)
+    fix_payloads = (payloads.WriteFunction,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
@@ -62,10 +63,10 @@ class LogSigmoid(Rule):
                 call,
                 f"`log({'1 - ' if complement else ''}sigmoid(x))` is -inf where the sigmoid rounds to "
                 f"{'1' if complement else '0'}; use `F.logsigmoid({'-' if complement else ''}x)`",
-                logdomain.fix(ctx, ("torch.nn.functional.logsigmoid",), logdomain.WriteFunction),
+                logdomain.fix(ctx, ("torch.nn.functional.logsigmoid",), payloads.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits

@@ -6,6 +6,7 @@ from functools import partial
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -52,7 +53,7 @@ class LogSumExp(Rule):
     prefilter = PrefilterSpec(triggers=(b"log(",), screen=screens.log_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none for a sum without a dim or with a dtype
     fix_safeties = frozenset({FixSafety.SAFE})
-    fix_payloads = (logdomain.WriteReduction,)
+    fix_payloads = (payloads.WriteReduction,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in logdomain.calls(ctx, "log"):
@@ -62,7 +63,7 @@ class LogSumExp(Rule):
                 continue
             fix = None
             if total.has_dim() and len(total.args) <= 2 and {kw.arg for kw in total.keywords} <= _KEYWORDS:
-                payload = partial(logdomain.WriteReduction, method_spelling=total.method)
+                payload = partial(payloads.WriteReduction, method_spelling=total.method)
                 fix = logdomain.fix(ctx, ("torch.logsumexp", "torch.special.logsumexp"), payload)
             yield self.report(
                 call,
@@ -71,7 +72,7 @@ class LogSumExp(Rule):
                 fix,
             )
 
-    def fix(self, node: cst.CSTNode, payload: logdomain.WriteReduction) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.WriteReduction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits

@@ -6,7 +6,8 @@ from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
+from rope_lint.rules.payloads import ClassRewrite
 
 
 class LowPrecisionRopeCache(Rule):

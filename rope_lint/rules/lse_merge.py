@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import ast
-from collections import namedtuple
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -11,6 +10,7 @@ from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext, walk
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
+from rope_lint.rules.payloads import MergeInChain, MergeOfExps, MergeOfShift, MergeOfStatements
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -24,37 +24,6 @@ _METADATA = frozenset({"dtype", "device", "shape"})
 _SIMPLE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
 _CANDIDATES = ("torch.logaddexp",)
 _MESSAGE = "merging log-sum-exps through `exp` overflows to inf from {} ≈ 89 in float32 (710 in float64); use {}"
-
-
-# The fix payloads, one for each form of merge; `function` is `torch.logaddexp` as the file's imports spell it. The
-# forms that need nothing else are `WriteFunction`s by another name (a subclass costs less to build than a namedtuple).
-class MergeOfExps(logdomain.WriteFunction):
-    """`log(exp(a) + exp(b))`."""
-
-    __slots__ = ()
-
-
-class MergeOfShift(namedtuple("MergeOfShift", ("function", "base_on_left"))):
-    """`a + log(1 + exp(b - a))`, with `a` on the left of the sum or on its right."""
-
-    __slots__ = ()
-    function: str
-    base_on_left: bool
-
-
-class MergeInChain(logdomain.WriteFunction):
-    """`x.exp_().add_(y.exp()).log_()`."""
-
-    __slots__ = ()
-
-
-class MergeOfStatements(namedtuple("MergeOfStatements", ("function", "add_index"))):
-    """`x.exp_()` ... `x.add_(y.exp())` ... `x.log_()`: the finding's range is the run of statements, and the `add_`
-    (or `+=`) is the run's statement at `add_index`."""
-
-    __slots__ = ()
-    function: str
-    add_index: int
 
 
 class LseMerge(Rule):

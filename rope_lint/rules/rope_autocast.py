@@ -7,7 +7,8 @@ from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, candidates
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext, walk
-from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
+from rope_lint.rules.payloads import ClassRewrite
 
 
 class RopeAutocast(Rule):

@@ -7,7 +7,8 @@ from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import dtypes, logdomain, rotary
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
-from rope_lint.rules.base import ClassRewrite, FixAvailability, Flagged, Invalid, Rule, Valid
+from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
+from rope_lint.rules.payloads import ClassRewrite
 
 # A rotary class whose constructor builds its tables through a method that a subclass may override (an example's).
 _BUILDING_BASE = (

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
+from rope_lint.rules import payloads
 from rope_lint.rules.analysis import logdomain
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
@@ -48,7 +49,7 @@ class Softplus(Rule):
     prefilter = PrefilterSpec(triggers=(b"log(", b"log1p("), screen=screens.log_may_be_hazard)
     fix_availability = FixAvailability.SOMETIMES  # none where the file binds the name `torch` to something else
     fix_safeties = frozenset({FixSafety.SAFE})
-    fix_payloads = (logdomain.WriteFunction,)
+    fix_payloads = (payloads.WriteFunction,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in [*logdomain.calls(ctx, "log"), *logdomain.calls(ctx, "log1p")]:
@@ -57,10 +58,10 @@ class Softplus(Rule):
             yield self.report(
                 call,
                 "`log(1 + exp(x))` overflows to inf from x ≈ 89 in float32; use `torch.nn.functional.softplus(x)`",
-                logdomain.fix(ctx, ("torch.nn.functional.softplus",), logdomain.WriteFunction),
+                logdomain.fix(ctx, ("torch.nn.functional.softplus",), payloads.WriteFunction),
             )
 
-    def fix(self, node: cst.CSTNode, payload: logdomain.WriteFunction) -> cst.CSTNode:
+    def fix(self, node: cst.CSTNode, payload: payloads.WriteFunction) -> cst.CSTNode:
         import libcst as cst
 
         from rope_lint.rules import edits

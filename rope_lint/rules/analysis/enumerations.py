@@ -21,6 +21,7 @@ from rope_lint.rules.analysis.dtypes import (
     parameter_of,
     qualified_dtype,
 )
+from rope_lint.rules.payloads import Int64Enumeration, PromotedDtype
 
 if TYPE_CHECKING:
     # How a scope binds a name: ("value", the expression), ("augmented", the AugAssign), ("range", the `range(...)`
@@ -450,22 +451,6 @@ def _annotated_int(argument: ast.arg) -> bool:
 
 
 # The fixes
-
-
-class Int64Enumeration(namedtuple("Int64Enumeration", ("torch", "cast", "end_rounding"), defaults=("",))):
-    """The fix payload that makes the call an int64 enumeration and casts it back (`edits.int64_enumeration`)."""
-
-    __slots__ = ()
-    torch: str  # the name to write `<torch>.int64` with
-    cast: str  # the method call appended: "float()", "to(...)"; "" where `.float()` follows already
-    end_rounding: str  # default "": the function the end is wrapped in ("math.ceil"), where it is not proven integral
-
-
-class PromotedDtype(namedtuple("PromotedDtype", ("dtype",))):
-    """The fix payload that keeps a floating enumeration and writes its `dtype=` (`edits.promoted_dtype`)."""
-
-    __slots__ = ()
-    dtype: str  # the code of the new dtype
 
 
 def torch_alias(ctx: FileContext, call: ast.Call) -> str | None:

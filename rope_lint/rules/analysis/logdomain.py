@@ -167,22 +167,6 @@ def reference(ctx: FileContext, candidates: tuple[str, ...]) -> tuple[str, str |
     return candidates[0], "torch"
 
 
-class WriteFunction(namedtuple("WriteFunction", ("function",))):
-    """The fix payload of a rule that replaces the matched expression with one call of `function`."""
-
-    __slots__ = ()
-    function: str  # as the file's imports spell it (`reference`)
-
-
-class WriteReduction(namedtuple("WriteReduction", ("function", "method_spelling"))):
-    """The fix payload of a rule that rewrites a reduction (`sum`, `softmax`) as a call of `function`, which takes the
-    reduction's arguments: the receiver of the method spelling (`x.sum(d)`) becomes the first."""
-
-    __slots__ = ()
-    function: str
-    method_spelling: bool
-
-
 def fix(ctx: FileContext, candidates: tuple[str, ...], payload: Callable[[str], tuple]) -> Fix | None:
     """A safe fix that writes the function `candidates` name, as `payload(function)` records it, and imports the
     module the file has no name for (`Fix.adds_import`). None where the file binds the name `torch` to something
