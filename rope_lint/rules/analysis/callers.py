@@ -26,7 +26,6 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, SourceFile, discover, read_regular, status_signature
 from rope_lint.prefilter import candidates
-from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, walk
 
 if TYPE_CHECKING:
@@ -114,13 +113,13 @@ class PackageCallers:
         taken there; None where one changed too recently for its status to tell."""
         import hashlib  # only a run with a result cache takes fingerprints
 
-        digest, taken = hashlib.blake2b(digest_size=16), statuses_taken or {}
+        taken, lines = statuses_taken or {}, []
         for module in self._modules(top):
             status = taken.get(module) or status_signature(module)
             if status is None and os.path.exists(module):
                 return None
-            digest.update(f"{module}\0{status}\n".encode())
-        return digest.hexdigest()
+            lines.append(f"{module}\0{status}\n")
+        return hashlib.blake2b("".join(lines).encode(), digest_size=16).hexdigest()
 
     def _look_up(self, path: str, name: str) -> bool:
         """Whether a module of the package calls the helper at construction. A public helper that its own package
@@ -312,6 +311,8 @@ def _calls(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) ->
     """For each call of the helper in the module, the module's public helpers that its running after construction
     rests on (`enumerations.function_runs_after`); None where a use may run at construction: a call at module level
     or in a class body, or the function passed as a value."""
+    from rope_lint.rules.analysis import enumerations  # only a lookup needs it: a warm check makes none
+
     found: list[frozenset[str]] = []
     for use in _uses(ctx, name, binding):
         functions = list(ctx.enclosing_functions(use))
@@ -324,6 +325,8 @@ def _calls(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) ->
 
 def _uses(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) -> Iterator[ast.expr]:
     """The names and attributes by which the module reads the helper, other than as a type (`names_a_type`)."""
+    from rope_lint.rules.analysis import enumerations
+
     bound, imported = binding
     statements = ctx.statements_with(tuple(n for n in (name, bound) if n))
     for node in (node for statement in statements for node in walk(statement)):
