@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 from collections import namedtuple
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 
 from rope_lint import TYPE_CHECKING
@@ -139,6 +139,9 @@ class Selection(Sequence):
 
     def __getitem__(self, index: int) -> Rule:  # type: ignore[override]  (no slices: nothing asks for one)
         return self._rules[index]
+
+    def __iter__(self) -> Iterator[Rule]:  # the engine iterates the rules for every file: without a call per rule
+        return iter(self._rules)
 
     def __len__(self) -> int:
         return len(self.codes)
