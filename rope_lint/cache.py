@@ -43,9 +43,8 @@ _PARTS = ("results", "files", "packages")
 
 class ResultCache:
     def __init__(self, folder: str, settings_key: str) -> None:
-        self.folder = (
-            folder  # paths as strings: `pathlib` would cost a warm check more to import than a tenth of its run
-        )
+        # Paths as strings: importing `pathlib` would cost a warm check, which reads this cache, a tenth of its run.
+        self.folder = folder
         self.file = os.path.join(folder, f"check-{settings_key}.json")
         self._entries: dict[str, list[list[Any]]] = {}
         self._seen: dict[str, list[list[Any]]] = {}

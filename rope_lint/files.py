@@ -143,9 +143,9 @@ def as_given(path: str) -> str:
 
 class Listings(dict):
     """What a run found in each folder it listed, by absolute path: the folder's Python files and the subfolders to
-    walk, in name order, before any exclude, and whether it is a virtual environment. A warm check walks
-    the tree, then the package that holds it for its fingerprint (`PackageCallers`): the tree's folders are listed
-    once. For one run: a listing is the folder as it was when the run listed it."""
+    walk, in name order, before any exclude, and whether it is a virtual environment. A warm check walks the tree,
+    then the package that holds it for its fingerprint (`PackageCallers`): the tree's folders are listed once. For one
+    run: a listing is the folder as it was when the run listed it."""
 
 
 def _walk(folder: str, excluded: Excludes, listings: Listings) -> Iterator[str]:

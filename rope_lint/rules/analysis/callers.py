@@ -39,7 +39,7 @@ class PackageCallers:
         self, codes_standing_after_construction: frozenset[str] = frozenset(), listings: Listings | None = None
     ) -> None:
         # The rules whose findings stand where no module calls their helpers at construction (the others' stand where
-        # one does: `Rule.stands_if_called_at_construction`).
+        # one does: `rules.Entry.stands_if_called_at_construction`).
         self._codes_standing_after = codes_standing_after_construction
         self._listings = Listings() if listings is None else listings  # the run's, which has listed the tree checked
         self._answers: dict[tuple[str, str], bool] = {}
