@@ -74,7 +74,7 @@ def rule_class(code: str) -> type[Rule]:
 
 def __getattr__(name: str) -> object:
     """`ALL_RULES`, every rule class in the catalog's order, and `RULES_BY_CODE`: every rule's module imported on
-    first use, by the commands that list or fix rules, and by the tests."""
+    first use, by `rope-lint rules` and `rule`, the SARIF output and the tests."""
     if name == "ALL_RULES":
         globals()[name] = _every_rule()
     elif name == "RULES_BY_CODE":
