@@ -69,8 +69,12 @@ class Settings:
     # The rules' prefilters as one, made when the first file is read: the triggers a file must contain for a rule to
     # look at it, the screens of their occurrences, and the test of the classes parsed whole (see candidates).
     @cached_property
+    def _specs(self) -> list[prefilter.PrefilterSpec]:
+        return [rule.prefilter for rule in self.rules]
+
+    @cached_property
     def triggers(self) -> tuple[str, ...]:
-        return tuple({trigger.decode() for rule in self.rules for trigger in rule.prefilter.triggers})
+        return tuple({trigger.decode() for spec in self._specs for trigger in spec.triggers})
 
     @cached_property
     def groups(self) -> dict[str, re.Pattern[bytes]]:
@@ -82,11 +86,11 @@ class Settings:
 
     @cached_property
     def screens(self) -> dict[str, prefilter.Screen]:
-        return prefilter.combined_screens([rule.prefilter for rule in self.rules], self.triggers)
+        return prefilter.combined_screens(self._specs, self.triggers)
 
     @cached_property
     def parses_whole_class(self) -> prefilter.ClassTest | None:
-        return prefilter.combined_class_test([rule.prefilter for rule in self.rules])
+        return prefilter.combined_class_test(self._specs)
 
     def ignored_codes(self, path: FilePath) -> list[str]:
         codes: list[str] = []

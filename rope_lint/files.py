@@ -125,7 +125,7 @@ def discover(paths: Iterable[str], excluded: Excludes, listings: Listings | None
     for given in paths:
         path = as_given(given)
         if os.path.isdir(path):
-            yield from _walk(path, excluded, {} if listings is None else listings)
+            yield from _walk(path, excluded, Listings() if listings is None else listings)
         elif not excluded(path):
             yield path
 
