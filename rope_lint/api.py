@@ -110,16 +110,27 @@ def check(
             findings = on_changed_lines(findings, diff_base, _repository_folder(_first(paths)))
         except GitDiffError as error:
             raise RunError(str(error)) from error
-    # A finding in a generated file also names the modular source (or parent model) it comes from.
-    from rope_lint.transformers.generated import annotated
-
-    findings = annotated(findings)
+    findings = _with_origins(findings)
     if not edits:
         return Report(findings)
     from rope_lint.fix.edits import finding_edits
 
     edited = findings if edit_limit is None else _through_fixable(findings, edit_limit)
     return Report(findings, finding_edits(edited) + [[] for _ in findings[len(edited) :]])
+
+
+def _with_origins(findings: list[Diagnostic]) -> list[Diagnostic]:
+    """The findings, those in a file that transformers generates naming the modular source (or parent model) that
+    they come from in their message (`generated.annotated`). Their files' banners are read first: only a generated
+    file's findings need syntax trees, and a check that meets none never imports `ast`."""
+    from rope_lint.transformers.banner import generated_texts
+
+    texts = generated_texts(d.path for d in findings)
+    if not texts:
+        return findings
+    from rope_lint.transformers.generated import annotated
+
+    return annotated(findings, texts)
 
 
 def _through_fixable(findings: list[Diagnostic], count: int) -> list[Diagnostic]:
@@ -224,7 +235,7 @@ def fix(
     )
     return FixReport(
         fixed=[d for o in outcomes for d in o.fixed],
-        remaining=_without_ignored_errors(generated.annotated(remaining), config),
+        remaining=_without_ignored_errors(_with_origins(remaining), config),
         diff="".join(o.diff for o in outcomes),
         failures=[
             *((str(path), reason) for path, reason in refused.items()),

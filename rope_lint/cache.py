@@ -78,10 +78,11 @@ class ResultCache:
 
     def key_by_status(self, absolute_path: str, status: list[int] | None) -> str | None:
         """The key of the file at `absolute_path` that an earlier run read, where its status (`status_signature`) is
-        still what it was then; None where it must be read."""
+        still what it was then, which this run has then learnt as `learn_status` would; None where it must be read."""
         known = self._statuses.get(absolute_path) if status is not None else None
         if not isinstance(known, list) or known[:-1] != status or not isinstance(known[-1], str):
             return None  # unknown, changed, or an entry this version did not write (`status` is never empty)
+        self._learnt_statuses[absolute_path] = known  # the entry itself: `save` knows it unchanged by identity
         return known[-1]
 
     def learn_status(self, absolute_path: str, status: list[int] | None, key: str) -> None:
@@ -89,9 +90,10 @@ class ResultCache:
         if status is not None:
             self._learnt_statuses[absolute_path] = [*status, key]
 
-    def statuses_learnt(self) -> dict[str, list[int]]:
-        """The statuses this run took of the files it has looked up or checked so far, by absolute path."""
-        return {path: known[:-1] for path, known in self._learnt_statuses.items()}
+    def status_taken(self, absolute_path: str) -> list[int] | None:
+        """The status this run took of the file at `absolute_path`, where it has looked the file up or checked it."""
+        known = self._learnt_statuses.get(absolute_path)
+        return None if known is None else known[:-1]
 
     def get(self, key: str, path: str) -> list[Diagnostic] | None:
         found = self._entries.get(key)
@@ -110,7 +112,11 @@ class ResultCache:
     def save(self) -> None:
         """Write the cache, atomically; a folder that cannot be written leaves the run uncached, not failed."""
         new = {key: found for key, found in self._seen.items() if key not in self._entries}
-        statuses = {path: known for path, known in self._learnt_statuses.items() if self._statuses.get(path) != known}
+        statuses = {
+            path: known
+            for path, known in self._learnt_statuses.items()
+            if (loaded := self._statuses.get(path)) is not known and loaded != known
+        }
         if not new and not statuses and self.packages == self._loaded_packages:
             return
         entries = {**self._entries, **new} if len(self._entries) + len(new) <= _MAX_ENTRIES else self._seen
@@ -209,15 +215,17 @@ def content_key(data: bytes, ignored_codes: list[str]) -> str:
 
 
 def _code_version() -> str:
-    """rope-lint's version and the size and time of each of its modules: an edited rule is a new rule set."""
-    package = os.path.dirname(__file__)
-    parts = []
-    for folder, subfolders, names in os.walk(package):  # the rules' analyses and the prefilter too
-        subfolders[:] = [name for name in subfolders if name != "__pycache__"]
-        for name in names:
-            if name.endswith(".py"):
-                stat = os.stat(os.path.join(folder, name))
-                parts.append(f"{os.path.relpath(folder, package)}/{name}:{stat.st_size}:{stat.st_mtime_ns}")
+    """rope-lint's version and the path, size and time of each of its modules, the rules' analyses and the prefilter
+    among them: an edited rule is a new rule set."""
+    parts, pending = [], [os.path.dirname(__file__)]
+    while pending:
+        with os.scandir(pending.pop()) as entries:  # each entry's type without a call: `os.walk` took twice as long
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    found = entry.stat()
+                    parts.append(f"{entry.path}:{found.st_size}:{found.st_mtime_ns}")
+                elif entry.name != "__pycache__" and entry.is_dir():
+                    pending.append(entry.path)
     from rope_lint import __version__
 
     return __version__ + ";" + ";".join(sorted(parts))

@@ -1,14 +1,14 @@
 """From files to findings: read, prefilter, parse what can match with `ast`, run the rules, apply suppressions.
 
 `check` never imports LibCST, torch or the code it reads: a one-file check must start fast, and reading model code
-must not run it.
+must not run it. What only the check of a file needs (the prefilter's parser, the rules' file context, suppressions)
+is imported when a file is checked: a warm run, whose files the result cache answers for, checks none.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property, partial
@@ -16,12 +16,17 @@ from functools import cached_property, partial
 from rope_lint import TYPE_CHECKING, prefilter
 from rope_lint.config import Config
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
-from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, SourceFile, read_regular, status_signature
-from rope_lint.prefilter import candidates
+from rope_lint.files import (
+    SOURCE_LIMIT,
+    Excludes,
+    Listings,
+    SourceFile,
+    absolute_paths,
+    read_regular,
+    status_signature,
+)
 from rope_lint.rules import Selection, matches, stands_if_called_at_construction
 from rope_lint.rules.analysis.callers import PackageCallers
-from rope_lint.rules.analysis.context import FileContext, walks_remembered
-from rope_lint.suppressions import is_suppressed
 
 if TYPE_CHECKING:
     import re
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
 
     from rope_lint.cache import ResultCache
     from rope_lint.files import FilePath
+    from rope_lint.prefilter import candidates
     from rope_lint.rules.base import Rule
 
     T = TypeVar("T")
@@ -78,11 +84,15 @@ class Settings:
 
     @cached_property
     def groups(self) -> dict[str, re.Pattern[bytes]]:
-        return candidates.prefix_groups(self.triggers)
+        from rope_lint.prefilter.candidates import prefix_groups
+
+        return prefix_groups(self.triggers)
 
     @cached_property
     def may_match(self) -> candidates.Prefilter:
-        return candidates.Prefilter(self.triggers, self.groups)
+        from rope_lint.prefilter.candidates import Prefilter
+
+        return Prefilter(self.triggers, self.groups)
 
     @cached_property
     def screens(self) -> dict[str, prefilter.Screen]:
@@ -113,6 +123,10 @@ def _findings(
 ) -> list[Diagnostic]:
     """`check_source`'s findings, before the package's other modules are asked about the file's public helpers: what
     the result cache keeps, as it depends on this file alone."""
+    from rope_lint.prefilter import candidates
+    from rope_lint.rules.analysis.context import FileContext, walks_remembered
+    from rope_lint.suppressions import is_suppressed
+
     if occurrences is None:
         occurrences = candidates.Occurrences.of_text(source, settings.screens, settings.groups)
     triggers = settings.triggers
@@ -206,6 +220,8 @@ def _triggered_occurrences(data: bytes, settings: Settings) -> candidates.Occurr
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
     if not settings.may_match(data):
         return None
+    from rope_lint.prefilter import candidates
+
     occurrences = candidates.Occurrences(candidates.as_parsed(data), screens=settings.screens, groups=settings.groups)
     return occurrences if occurrences.triggered(settings.triggers) else None
 
@@ -230,28 +246,28 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
     from rope_lint.cache import content_key
 
     found: dict[FilePath, list[Diagnostic]] = {}
+    absolute = dict(zip(paths, absolute_paths(paths), strict=True))  # the cache knows files by their absolute paths
     if cache:  # a run with a cache to use looks every file up here, and checks only the others in parallel
         for path in paths:
-            absolute = os.path.abspath(path)  # once: the cache knows files by their absolute paths
             status = status_signature(path)
-            key = cache.key_by_status(absolute, status)
+            key = cache.key_by_status(absolute[path], status)
             if key is None:  # a file whose status changed, or that the cache does not know: its bytes say
                 data = read_bytes(path)
                 if isinstance(data, Diagnostic):
                     continue  # reported by the check below
                 key = content_key(data, settings.ignored_codes(path))
+                cache.learn_status(absolute[path], status, key)
             cached = cache.get(key, str(path))
             if cached is not None:
                 found[path] = cached
-                cache.learn_status(absolute, status, key)
     unknown = [path for path in paths if path not in found]
     results = map_files(partial(check_file_keyed, settings=settings), unknown)
     for path, (status, key, diagnostics) in zip(unknown, results, strict=True):
         found[path] = diagnostics
         if key is not None:
             cache.put(key, diagnostics)
-            cache.learn_status(os.path.abspath(path), status, key)
-    settings.callers.remember(cache.packages, cache.statuses_learnt())
+            cache.learn_status(absolute[path], status, key)
+    settings.callers.remember(cache.packages, cache.status_taken)
     standing = settings.callers.standing([d for path in paths for d in found[path]])
     cache.packages = settings.callers.answers_to_remember()
     return standing
@@ -335,6 +351,8 @@ def _fresh_forks_map(
     started once its files are found; this process only finds the files, starts the children and collects their
     results, in order (the children end in about the order they start). A failure to find the next files (a
     probe's target that names nothing) kills the children first."""
+    import signal
+
     running: list[tuple[int, int]] = []
     results: list[T] = []
     try:
@@ -402,6 +420,7 @@ def _death_signal_setter() -> Callable[[], None]:
         return lambda: None
     try:
         import ctypes
+        import signal
 
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (ImportError, OSError, AttributeError):  # a Python built without ctypes, a libc without prctl

@@ -42,10 +42,11 @@ class RefusedFileError(OSError):
     """A file a run does not read or write: not a regular file, a link where none may be, or too large."""
 
 
-def read_regular(path: FilePath, limit: int, follow_symlinks: bool = True) -> bytes:
-    """The bytes of the regular file at `path`. Raises IsADirectoryError for a folder, RefusedFileError for a FIFO,
-    device or socket, for a link when `follow_symlinks` is false, and for a file over `limit` bytes (a file that grows
-    while it is read included), and OSError for what the system refuses."""
+def read_regular(path: FilePath, limit: int, follow_symlinks: bool = True, head: int | None = None) -> bytes:
+    """The bytes of the regular file at `path`; with `head`, only its first `head` bytes, whatever its size. Raises
+    IsADirectoryError for a folder, RefusedFileError for a FIFO, device or socket, for a link when `follow_symlinks`
+    is false, and for a file over `limit` bytes (a file that grows while it is read included), and OSError for what
+    the system refuses."""
     flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | _NONBLOCK | (0 if follow_symlinks else _NOFOLLOW)
     try:
         descriptor = os.open(path, flags)
@@ -60,6 +61,8 @@ def read_regular(path: FilePath, limit: int, follow_symlinks: bool = True) -> by
         if not stat.S_ISREG(status.st_mode):
             kind = next((kind for test, kind in _SPECIAL_KINDS if test(status.st_mode)), "a socket")
             raise RefusedFileError(f"not a regular file but {kind}, which is never read")
+        if head is not None:
+            return os.read(descriptor, head)
         too_large = f"larger than the {limit >> 20} MB a run reads of such a file"
         if status.st_size > limit:
             raise RefusedFileError(too_large)
@@ -139,6 +142,21 @@ def as_given(path: str) -> str:
     double = os.sep * 2  # POSIX leaves two leading slashes to the system, and pathlib keeps them
     root = double if path.startswith(double) and not path.startswith(os.sep * 3) else os.sep * path.startswith(os.sep)
     return root + os.sep.join(parts) or "."
+
+
+def absolute_paths(paths: list[FilePath]) -> list[str]:
+    """`os.path.abspath` of each path, each folder's made once: a file's name has nothing to resolve."""
+    folders: dict[str, str] = {}
+    absolute = []
+    for path in paths:
+        folder, name = os.path.split(path)
+        if name in ("", ".", ".."):
+            absolute.append(os.path.abspath(path))
+            continue
+        if folder not in folders:
+            folders[folder] = os.path.abspath(folder)
+        absolute.append(os.path.join(folders[folder], name))
+    return absolute
 
 
 class Listings(dict):

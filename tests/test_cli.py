@@ -14,7 +14,7 @@ import pytest
 from helpers import imported_by_check, rope_lint
 
 from rope_lint.cli import COLLECTOR_THRESHOLDS
-from rope_lint.files import Excludes, Listings, as_given, discover
+from rope_lint.files import Excludes, Listings, absolute_paths, as_given, discover
 
 FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
 BF16_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.bfloat16)\n"  # RPL101, unsafe fix
@@ -252,6 +252,16 @@ def test_paths_are_spelled_as_pathlib_spells_them() -> None:
         for characters in itertools.product("a./", repeat=length):
             path = "".join(characters)
             assert as_given(path) == str(PurePath(path)), path
+
+
+def test_absolute_paths_are_those_of_os_path_abspath(tmp_path: Path, monkeypatch) -> None:
+    """The cache knows files by absolute path, which a run makes once per folder (`files.absolute_paths`): the same
+    as `os.path.abspath` of each, for every string of up to five of `a`, `.` and `/` and the paths a walk gives."""
+    monkeypatch.chdir(tmp_path)
+    paths = ["".join(characters) for length in range(6) for characters in itertools.product("a./", repeat=length)]
+    paths += [*discover([str(write(tmp_path, {"x/y.py": "", "x/z/w.py": ""}))], Excludes([], ".")), "x/../x/y.py"]
+    assert absolute_paths(paths) == [os.path.abspath(path) for path in paths]
+    assert absolute_paths([Path("x") / "y.py"]) == [str(tmp_path / "x/y.py")]
 
 
 def test_unreadable_files_are_reported_and_the_rest_still_checked(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from rope_lint.fix.write import write_atomically
 from rope_lint.rules import rule_class
 from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.rules.payloads import ClassRewrite
-from rope_lint.transformers import generated
+from rope_lint.transformers import banner, generated
 
 Range = tuple[tuple[int, int], tuple[int, int]]
 
@@ -136,8 +136,8 @@ def with_converter_import_layout(outcomes: list[FileFixOutcome], diff_only: bool
     for outcome in outcomes:
         if outcome.held is not None:
             path, text = outcome.path, outcome.held.source.text
-            is_modular = generated.is_modular_source(path)
-            modulars.add(os.path.realpath(path) if is_modular else generated.modular_source(path, text))
+            is_modular = banner.is_modular_source(path)
+            modulars.add(os.path.realpath(path) if is_modular else banner.modular_source(path, text))
 
     def texts(path: str) -> tuple[str, str]:
         """A file's text before and after the held fix."""
@@ -252,7 +252,7 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings.
     """
     # A generated file's tree is the one that locating its origins parsed: `parsed_text` keeps the last few.
-    tree = (generated.parsed_text(source) if generated.has_banner(source) else None) or ast.parse(source)
+    tree = (generated.parsed_text(source) if banner.has_banner(source) else None) or ast.parse(source)
     lines = physical_lines(source)
     names = ModuleNames(source, tree)
     applied: list[Diagnostic] = []

@@ -21,7 +21,7 @@ from rope_lint.engine import Settings, check_source
 from rope_lint.fix.names import ModuleNames
 from rope_lint.rules.analysis.rotary import is_table_name
 from rope_lint.rules.payloads import ClassRewrite
-from rope_lint.transformers import generated
+from rope_lint.transformers import banner, generated
 
 _ROOT_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 _CACHED_ORIGINS = 16  # the origins of one generated file: its modular source and a few parent models
@@ -31,7 +31,7 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
     """`findings` of the file `path` (text `text`), each fix replaced by the fix of the same finding at its origin
     where the two spell a name differently and the origin's spelling means the same here. Unchanged for a file that
     is not generated, a class codemod (which rewrites every copy alike), or a finding without a match."""
-    if generated.modular_source(path, text) is None:
+    if banner.modular_source(path, text) is None:
         return findings
     origins: dict[str, tuple[list[Diagnostic], dict[str, str]]] = {}
     here: dict[str, str] | None = None  # what the file's imported names mean
@@ -99,7 +99,7 @@ def carried_rewrites(path: Path, text: str, findings: list[Diagnostic]) -> list[
     keeps the table on the CPU, and the class generated from this one reads it through its copy on the input's
     device (`codemods/rope_tables.py`, step 5); regeneration copies the methods from here, so they must read it the
     same way. Not findings of their own: nothing is reported or counted for them."""
-    if not generated.is_modular_source(path) or (tree := generated.parsed_text(text)) is None:
+    if not banner.is_modular_source(path) or (tree := generated.parsed_text(text)) is None:
         return []
     rewritten = {d.fix.payload.class_name for d in findings if d.fix and isinstance(d.fix.payload, ClassRewrite)}
     carried = []

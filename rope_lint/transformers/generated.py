@@ -1,9 +1,10 @@
 """Files that transformers generates from a `modular_*.py` source, and where a finding in one is really written.
 
-A generated `modeling_X.py` carries a banner naming its modular source. Its code is either written in that source
-(the same statements, in a class of the same name), or pulled in from a model the source imports from: a class the
-source subclasses without overriding the statement, or one it does not mention at all, which the generator copies
-from the parent with the model's name put in. An edit to a generated file only lasts if that origin gets it too.
+A generated `modeling_X.py` carries a banner naming its modular source (`banner`). Its code is either written in
+that source (the same statements, in a class of the same name), or pulled in from a model the source imports from: a
+class the source subclasses without overriding the statement, or one it does not mention at all, which the generator
+copies from the parent with the model's name put in. An edit to a generated file only lasts if that origin gets it
+too.
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
 from rope_lint.files import SOURCE_LIMIT, Excludes, discover, read_regular
+from rope_lint.transformers.banner import generated_text, is_modular_source, modular_source
 
 if TYPE_CHECKING:
     from rope_lint.files import FilePath
 
-# Patterns compile on first use, by `re`'s cache: most checks meet no generated file.
-_BANNER_TEXT = "This file was automatically generated from"
-_BANNER = _BANNER_TEXT + r" (\S*?modular_\w+\.py)"
-_BANNER_SPAN = 2048  # the banner is the file's first comment block
+# Compiles on first use, by `re`'s cache: most runs never split a class's name.
 _CAMEL_BOUNDARY = r"(?<=[a-z0-9])(?=[A-Z])"
 DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
@@ -49,26 +48,6 @@ class Origin(namedtuple("Origin", ("path", "line", "inherited_from", "via"), def
         if self.inherited_from is None:
             return f"generated from {where}"
         return f"generated from {os.path.basename(modular)}, which inherits {self.inherited_from} from {where}"
-
-
-def is_modular_source(path: FilePath) -> bool:
-    """A transformers modular source (`modular_<model>.py`), which transformers runs only through the file it
-    generates from it."""
-    return os.path.basename(path).startswith("modular_")
-
-
-def has_banner(text: str) -> bool:
-    """Whether the text begins as a file that transformers generates from a modular source does."""
-    return _BANNER_TEXT in text[:_BANNER_SPAN]
-
-
-def modular_source(path: FilePath, text: str) -> str | None:
-    """The modular file named in a generated file's banner (links resolved), or None for a hand-written file."""
-    match = re.search(_BANNER, text[:_BANNER_SPAN])
-    if match is None:
-        return None
-    candidate = os.path.join(os.path.dirname(_real(path)), os.path.basename(match.group(1)))
-    return candidate if os.path.isfile(candidate) else None
 
 
 def origin(path: FilePath, text: str, line: int) -> Origin | None:
@@ -96,14 +75,12 @@ def origin(path: FilePath, text: str, line: int) -> Origin | None:
     return Origin(modular, _find_line(modular, statement, tree))
 
 
-def annotated(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    """Findings in generated files with their origin added to the message; others as they were."""
-    texts: dict[str, str | None] = {}
+def annotated(diagnostics: list[Diagnostic], texts: dict[str, str]) -> list[Diagnostic]:
+    """Findings in generated files, whose texts are `texts` by path (`banner.generated_texts`), with their origin
+    added to the message; others as they were."""
     result = []
     for diagnostic in diagnostics:
-        if diagnostic.path not in texts:
-            texts[diagnostic.path] = _generated_text(diagnostic.path)
-        text = texts[diagnostic.path]
+        text = texts.get(diagnostic.path)
         found = origin(diagnostic.path, text, diagnostic.start.line) if text else None
         if found is not None:
             modular = modular_source(diagnostic.path, text or "")
@@ -126,7 +103,7 @@ def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePa
     pending = list(files)
     while pending:  # a generated parent added on the way brings its own origins
         path = pending.pop(0)
-        text = _generated_text(path)
+        text = generated_text(path)
         modular = modular_source(path, text) if text else None
         if text is None or modular is None:
             continue
@@ -210,15 +187,6 @@ def package_root(path: str) -> str | None:
 
 def _within(path: str, folder: str) -> bool:
     return path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _generated_text(path: FilePath) -> str | None:
-    """The file's text when it has the banner, else None."""
-    try:
-        data = read_regular(path, SOURCE_LIMIT)
-        return data.decode("utf-8") if _BANNER_TEXT.encode() in data[:_BANNER_SPAN] else None
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def file_text(path: str) -> str:

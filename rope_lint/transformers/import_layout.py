@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Iterator
 
-from rope_lint.transformers import generated
+from rope_lint.transformers import banner, generated
 
 
 def generated_files(modular: str) -> Iterator[str]:
@@ -27,9 +27,9 @@ def generated_files(modular: str) -> Iterator[str]:
     folder = os.path.dirname(modular)
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if name.endswith(".py") and not generated.is_modular_source(name) and os.path.isfile(path):
+        if name.endswith(".py") and not banner.is_modular_source(name) and os.path.isfile(path):
             text = generated.file_text(path)
-            if generated.modular_source(path, text) == os.path.realpath(modular):
+            if banner.modular_source(path, text) == os.path.realpath(modular):
                 yield path
 
 

@@ -33,7 +33,7 @@ from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
 from rope_lint.engine import map_files
 from rope_lint.rules.analysis.context import is_self_attribute
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
-from rope_lint.transformers import generated
+from rope_lint.transformers import banner, generated
 
 # A class's members: each method or class-level name, with its code and the file it comes from.
 Members = dict[str, tuple[ast.stmt, str]]
@@ -218,19 +218,19 @@ def _generated_files(changed: list[str], view: TreeView) -> set[str]:
     found = set()
     for path in changed:
         text = view.text(path)
-        if generated.modular_source(path, text) is not None:
+        if banner.modular_source(path, text) is not None:
             found.add(path)
-        elif generated.is_modular_source(path):
+        elif banner.is_modular_source(path):
             folder = os.path.dirname(path)
             for name in sorted(os.listdir(folder)):
                 candidate = os.path.join(folder, name)
-                if name.endswith(".py") and generated.modular_source(candidate, view.text(candidate)) == path:
+                if name.endswith(".py") and banner.modular_source(candidate, view.text(candidate)) == path:
                     found.add(candidate)
     return found
 
 
 def _file_violations(path: str, old: TreeView, new: TreeView) -> list[Violation]:
-    modular = generated.modular_source(path, new.text(path))
+    modular = banner.modular_source(path, new.text(path))
     before, after = old.outline(path), new.outline(path)
     if modular is None or before is None or after is None or new.outline(modular) is None:
         return []

@@ -31,7 +31,7 @@ from rope_lint.engine import map_files
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, NOT_CALLED, VERIFIED, Verification
 from rope_lint.probe.build import describe
 from rope_lint.probe.discover import quiet_model_code, rotary_classes_of
-from rope_lint.transformers import generated
+from rope_lint.transformers import banner
 from rope_lint.verify.classes import check_class
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference
 from rope_lint.verify.functions import check_function
@@ -64,7 +64,7 @@ def _modular_classes_verified_as_generated(
     texts = {Path(path).resolve(): (original, fixed) for path, original, fixed in changes}
     generated_from: dict[Path, list[str]] = {}
     for path, _, fixed in changes:
-        modular = generated.modular_source(path, fixed)
+        modular = banner.modular_source(path, fixed)
         if modular is not None:
             generated_from.setdefault(Path(modular).resolve(), []).append(str(path))
     verified = {(line.path, line.name): line for line in found if line.status == VERIFIED}
@@ -80,7 +80,7 @@ def _modular_classes_verified_as_generated(
     result = []
     for line in found:
         path = Path(line.path)
-        if line.status != NOT_BUILT or not generated.is_modular_source(path):
+        if line.status != NOT_BUILT or not banner.is_modular_source(path):
             result.append(line)
         elif line.name == path.name:  # the module does not import
             result.append(line)
@@ -169,7 +169,7 @@ def _rotary_check(path: Path, original: type, fixed: type) -> tuple[str, str]:
     build it and read its tables (a forward that takes boxes and returns a bias), as a module class is built and run
     (`modules`): what it returns is still what the model computes with, though no condition of the probe's can then be
     run on it."""
-    check = check_class(original, fixed, placement=not generated.is_modular_source(path))
+    check = check_class(original, fixed, placement=not banner.is_modular_source(path))
     if check.status != NOT_BUILT or not (is_module_class(original) and is_module_class(fixed)):
         return check.status, check.detail
     status, detail = check_module(original, fixed)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rope_lint.fix.apply import FileFixOutcome, restored, with_held_fix_written, without_held_fix
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED, Verification
-from rope_lint.transformers import generated
+from rope_lint.transformers import banner
 from rope_lint.verify.changes import verify_changes
 from rope_lint.verify.models import (
     UNBUILDABLE,
@@ -80,7 +80,7 @@ def _models_verified(outcomes: list[FileFixOutcome]) -> tuple[list[FileFixOutcom
                 reason = f"model verification failed, file restored: {verification.name}: {verification.detail}"
                 # The modular source the file is generated from goes back with it: the rewrite its classes got was
                 # this file's (`fix.origins.carried_rewrites`), and regeneration must still give this file back.
-                modular = generated.modular_source(path, outcomes[index].original or "")
+                modular = banner.modular_source(path, outcomes[index].original or "")
                 outcomes[index] = restored(outcomes[index], reason)
                 twin = written.get(Path(modular).resolve()) if modular else None
                 if twin is not None and outcomes[twin].original is not None:

@@ -4,11 +4,12 @@ import a public function.
 
 The package is the tree of folders with an `__init__.py` that holds the helper's file, or, for a file outside any
 package, the Python files beside it. Only its modules that mention the helper's name are read, and of those only the
-statements around the name are parsed. A use there counts unless the module binds the name to something else: a
-definition of its own, or an import from another module that defines one. A call counts as made after construction
-as a call in the helper's own file does; a name read as a type (an annotation, `isinstance`) runs nothing; any other
-use (the function passed as a value, a call at module level) may run at construction. A helper that no module of the
-package calls is left to code outside, which the rules do not see: not called at construction, as far as they know.
+statements around the name are parsed (`helper_uses`). A use there counts unless the module binds the name to
+something else: a definition of its own, or an import from another module that defines one. A call counts as made
+after construction as a call in the helper's own file does; a name read as a type (an annotation, `isinstance`) runs
+nothing; any other use (the function passed as a value, a call at module level) may run at construction. A helper
+that no module of the package calls is left to code outside, which the rules do not see: not called at
+construction, as far as they know.
 
 Looked up by the engine after each file's check (`Diagnostic.rests_on_helpers`), so that a cached result
 never depends on another file. The result cache keeps a package's answers with a fingerprint of its files' statuses
@@ -17,19 +18,23 @@ never depends on another file. The result cache keeps a package's answers with a
 
 from __future__ import annotations
 
-import ast
 import os
 import re
-from collections.abc import Iterator
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, SourceFile, discover, read_regular, status_signature
-from rope_lint.prefilter import candidates
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, walk
+from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, discover, read_regular, status_signature
 
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypeAlias
+
+    # The status (`status_signature`) that a run took of a file, by absolute path, or None.
+    StatusTaken: TypeAlias = Callable[[str], list[int] | None]
+
+
+def _no_status_taken(absolute_path: str) -> None:
+    """No status taken (`PackageCallers.remember`)."""
 
 
 class PackageCallers:
@@ -56,15 +61,15 @@ class PackageCallers:
         self._remembered: dict[str, Any] | None = None
         self._fingerprints: dict[str, str | None] = {}
         self._looked_in: set[str] = set()
-        self._statuses_taken: dict[str, list[int]] = {}
+        self._status_taken: StatusTaken = _no_status_taken
 
-    def remember(self, packages: dict[str, Any], statuses_taken: dict[str, list[int]] | None = None) -> None:
+    def remember(self, packages: dict[str, Any], status_taken: StatusTaken = _no_status_taken) -> None:
         """Take the answers of an earlier run (`answers_to_remember`), as a package's that has not changed since.
-        `statuses_taken`: the statuses (`status_signature`) that this run took of the files it checked, by absolute
-        path, which a package's fingerprint before its first answer reads rather than asking the system again: the
+        `status_taken`: the status (`status_signature`) that this run took of a file it checked, by absolute path, or
+        None, which a package's fingerprint before its first answer reads rather than asking the system again: the
         files as they were checked (a warm check of transformers 4.37.2 `models/` took 1,337 of the 1,533 again)."""
         self._remembered = packages
-        self._statuses_taken = statuses_taken or {}
+        self._status_taken = status_taken
 
     def answers_to_remember(self) -> dict[str, Any]:
         """The answers by package, for a later run: those remembered, and this run's where no file of the package has
@@ -99,7 +104,7 @@ class PackageCallers:
         if key not in self._answers and self._remembered is not None:
             top = self._top(key[0])
             if top not in self._fingerprints:
-                self._fingerprints[top] = self._fingerprint(top, self._statuses_taken)
+                self._fingerprints[top] = self._fingerprint(top, self._status_taken)
                 self._answers.update(_answers_if_unchanged(self._remembered.get(top), self._fingerprints[top]))
         if key not in self._answers:
             self._answers[key] = False  # a cycle of helpers calling one another proves nothing more
@@ -108,14 +113,14 @@ class PackageCallers:
                 self._looked_in.add(self._top(key[0]))
         return self._answers[key]
 
-    def _fingerprint(self, top: str, statuses_taken: dict[str, list[int]] | None = None) -> str | None:
-        """A digest of the package's files and their statuses (`status_signature`), those in `statuses_taken` as
-        taken there; None where one changed too recently for its status to tell."""
+    def _fingerprint(self, top: str, status_taken: StatusTaken = _no_status_taken) -> str | None:
+        """A digest of the package's files and their statuses (`status_signature`), those that `status_taken` knows
+        as taken there; None where one changed too recently for its status to tell."""
         import hashlib  # only a run with a result cache takes fingerprints
 
-        taken, lines = statuses_taken or {}, []
+        lines = []
         for module in self._modules(top):
-            status = taken.get(module) or status_signature(module)
+            status = status_taken(module) or status_signature(module)
             if status is None and os.path.exists(module):
                 return None
             lines.append(f"{module}\0{status}\n")
@@ -125,20 +130,22 @@ class PackageCallers:
         """Whether a module of the package calls the helper at construction. A public helper that its own package
         never calls is there for code outside to call, which the rules do not see: like any code that they do not
         see run at construction, it counts as run after."""
+        from rope_lint.rules.analysis import helper_uses  # parses modules: a warm check, which looks nothing up, never
+
         top = self._top(path)
         for module in self._mentioning(top, name):
             if module == path:
                 continue
             # Its imports too, relative ones (`from .helpers import *`) among them, which may not name the helper.
-            ctx = _context(module, (name, "import"), self._sources.get(module))
+            ctx = helper_uses.parsed_around(module, (name, "import"), self._sources.get(module))
             if ctx is None:
                 continue
             if ctx is False:
                 return True  # a module that does not parse may call it anywhere
-            binding = _binding(ctx, name, path, top)
+            binding = helper_uses.binding(ctx, name, path, top)
             if binding[0] not in (None, name):  # imported under another name: parse around that too
-                ctx = _context(module, (name, "import", binding[0]), self._sources.get(module)) or ctx
-            found = _calls(ctx, name, binding)
+                ctx = helper_uses.parsed_around(module, (name, "import", binding[0]), self._sources.get(module)) or ctx
+            found = helper_uses.calls(ctx, name, binding)
             if found is None or any(self.called_at_construction(module, helper) for helper in set().union(*found)):
                 return True
         return False
@@ -205,60 +212,6 @@ def _is_package(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, "__init__.py"))
 
 
-def _binding(ctx: FileContext, name: str, helper_path: str, top: str) -> tuple[str | None, set[str]]:
-    """The name under which the module can call the helper of `helper_path` (`name` or its alias in an import; None
-    where it imports none, defines its own, or imports it from a module that defines one: transformers' and
-    diffusers' models often keep their own copy of a helper), and the names it imports, of which a module may be
-    one (`embeddings.helper(...)`)."""
-    bound: str | None = None
-    imported: set[str] = set()
-    for statement in ctx.tree.body:
-        if isinstance(statement, FunctionNode | ast.ClassDef) and statement.name == name:
-            return None, imported
-        if isinstance(statement, ast.Import):
-            imported.update((alias.asname or alias.name).split(".")[0] for alias in statement.names)
-        elif isinstance(statement, ast.ImportFrom):
-            imported.update(alias.asname or alias.name for alias in statement.names)
-            for alias in statement.names:
-                source = _module_path(ctx.path, statement, top) if alias.name in (name, "*") else None
-                if alias.name == "*" and source in (helper_path, None):
-                    bound = name
-                elif alias.name == name and not (source not in (helper_path, None) and _defines(source, name)):
-                    bound = alias.asname or name
-    return bound, imported
-
-
-def _module_path(importer: str, statement: ast.ImportFrom, top: str) -> str | None:
-    """The file that `from X import ...` in `importer` reads, where it is in the package; None elsewhere."""
-    parts = (statement.module or "").split(".") if statement.module else []
-    if statement.level:
-        base = os.path.dirname(importer)
-        for _ in range(statement.level - 1):
-            base = os.path.dirname(base)
-    elif parts and parts[0] == os.path.basename(top):
-        base, parts = top, parts[1:]
-    else:
-        return None
-    stem = os.path.join(base, *parts)
-    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-        if os.path.isfile(candidate):
-            return os.path.abspath(candidate)
-    return None
-
-
-def _defines(path: str, name: str) -> bool:
-    """Whether the module at `path` defines `name` at its top level."""
-    try:
-        data = read_regular(path, SOURCE_LIMIT)
-    except OSError:
-        return False
-    return _definition(name).search(data) is not None
-
-
-def _definition(name: str) -> re.Pattern[bytes]:
-    return re.compile(rb"^(?:async[ \t]+)?(?:def|class)[ \t]+" + re.escape(name.encode()) + rb"\b", re.M)
-
-
 def _reaches(data: bytes, name: str) -> bool:
     """Whether a module's text can call `name` of another module: an import statement names it (on its logical line,
     or in the parentheses of `import (...)`), or an attribute `name` is read off something other than `self` or `cls`
@@ -285,62 +238,3 @@ def _reaches(data: bytes, name: str) -> bool:
 
 
 _IDENTIFIER = re.compile(rb"\w")
-
-
-def _context(module: str, needles: tuple[str, ...], text: str | None) -> FileContext | bool | None:
-    """The module parsed around `needles`, the first of them a name it must mention, from `text` where given; None
-    where it does not mention it or cannot be read (its check says why), False where it does not parse."""
-    try:
-        if text is None:
-            data = read_regular(module, SOURCE_LIMIT)
-            if needles[0].encode() not in data:
-                return None
-            text = SourceFile.decode(module, data).text
-        if needles[0] not in text:
-            return None
-        occurrences = candidates.Occurrences.of_text(text)
-        tree = candidates.parse(text, occurrences, needles, None, module)
-        return FileContext(module, text, tree, needles, occurrences)
-    except OSError:
-        return None
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-
-
-def _calls(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) -> list[frozenset[str]] | None:
-    """For each call of the helper in the module, the module's public helpers that its running after construction
-    rests on (`enumerations.function_runs_after`); None where a use may run at construction: a call at module level
-    or in a class body, or the function passed as a value."""
-    from rope_lint.rules.analysis import enumerations  # only a lookup needs it: a warm check makes none
-
-    found: list[frozenset[str]] = []
-    for use in _uses(ctx, name, binding):
-        functions = list(ctx.enclosing_functions(use))
-        after = enumerations.function_runs_after(ctx, functions[-1]) if functions else None
-        if not _is_callee(ctx, use) or after is None:
-            return None
-        found.append(after)
-    return found
-
-
-def _uses(ctx: FileContext, name: str, binding: tuple[str | None, set[str]]) -> Iterator[ast.expr]:
-    """The names and attributes by which the module reads the helper, other than as a type (`names_a_type`)."""
-    from rope_lint.rules.analysis import enumerations
-
-    bound, imported = binding
-    statements = ctx.statements_with(tuple(n for n in (name, bound) if n))
-    for node in (node for statement in statements for node in walk(statement)):
-        named = isinstance(node, ast.Name) and node.id == bound and isinstance(node.ctx, ast.Load)
-        attribute = (
-            isinstance(node, ast.Attribute)
-            and node.attr == name
-            and isinstance(node.value, ast.Name)
-            and node.value.id in imported
-        )
-        if (named or attribute) and not enumerations.names_a_type(node, ctx.parent):
-            yield node
-
-
-def _is_callee(ctx: FileContext, node: ast.expr) -> bool:
-    call = ctx.parent(node)
-    return isinstance(call, ast.Call) and call.func is node
