@@ -12,10 +12,14 @@ It prints how many files it saw, and how many of them the cache knows with the s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
+
+try:  # the cheapest import of a good hash, as rope-lint's: `hashlib` loads OpenSSL as well
+    from _blake2 import blake2b
+except ImportError:
+    from hashlib import blake2b
 
 
 def python_files(top: str, skipped: str | None = None) -> list[str]:
@@ -57,7 +61,7 @@ def main(tree: str, cache_file: str) -> None:
         known = json.loads(stream.read()).get("files", {})
     unchanged = sum(known.get(path, [None])[:-1] == taken for path, taken in statuses.items())
     others = python_files(package_top(tree), skipped=tree)
-    digest = hashlib.blake2b(digest_size=16)
+    digest = blake2b(digest_size=16)
     for path in sorted([*statuses, *others]):
         digest.update(f"{path}\0{statuses.get(path) or status(path)}\n".encode())
     print(f"{len(statuses)} files, {unchanged} unchanged in the cache; {len(others)} other files in the package")

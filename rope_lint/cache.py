@@ -11,7 +11,6 @@ fingerprint of the package's files. It lives in `.rope_lint_cache/` beside the c
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -19,7 +18,7 @@ import time
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
-from rope_lint.files import read_regular
+from rope_lint.files import digest, read_regular
 from rope_lint.rules import payloads
 
 if TYPE_CHECKING:
@@ -68,9 +67,8 @@ class ResultCache:
 
     @classmethod
     def for_run(cls, root: FilePath, rule_codes: list[str], per_file_ignores: dict[str, list[str]]) -> ResultCache:
-        digest = hashlib.blake2b(f"{_FORMAT};{_code_version()}".encode(), digest_size=12)
-        digest.update(repr((sorted(rule_codes), sorted(per_file_ignores.items()))).encode())
-        return cls(os.path.join(root, FOLDER), digest.hexdigest())
+        settings = repr((sorted(rule_codes), sorted(per_file_ignores.items())))
+        return cls(os.path.join(root, FOLDER), digest(f"{_FORMAT};{_code_version()}{settings}", 12))
 
     def __bool__(self) -> bool:
         """Whether the cache holds anything to look up."""
@@ -209,9 +207,11 @@ def _payload(type_name: str, *fields: object) -> tuple:
 
 def content_key(data: bytes, ignored_codes: list[str]) -> str:
     """What a file's findings depend on besides the rules: its bytes, and the codes its path ignores."""
-    digest = hashlib.sha256(data)  # the fastest of hashlib's here: SHA extensions in the CPU
-    digest.update(",".join(ignored_codes).encode())
-    return digest.hexdigest()
+    import hashlib  # only a file that is read is keyed: a warm run reads none
+
+    key = hashlib.sha256(data)  # the fastest of hashlib's here: SHA extensions in the CPU
+    key.update(",".join(ignored_codes).encode())
+    return key.hexdigest()
 
 
 def _code_version() -> str:

@@ -23,7 +23,7 @@ import re
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, discover, read_regular, status_signature
+from rope_lint.files import SOURCE_LIMIT, Excludes, Listings, digest, discover, read_regular, status_signature
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -116,15 +116,13 @@ class PackageCallers:
     def _fingerprint(self, top: str, status_taken: StatusTaken = _no_status_taken) -> str | None:
         """A digest of the package's files and their statuses (`status_signature`), those that `status_taken` knows
         as taken there; None where one changed too recently for its status to tell."""
-        import hashlib  # only a run with a result cache takes fingerprints
-
         lines = []
         for module in self._modules(top):
             status = status_taken(module) or status_signature(module)
             if status is None and os.path.exists(module):
                 return None
             lines.append(f"{module}\0{status}\n")
-        return hashlib.blake2b("".join(lines).encode(), digest_size=16).hexdigest()
+        return digest("".join(lines), 16)
 
     def _look_up(self, path: str, name: str) -> bool:
         """Whether a module of the package calls the helper at construction. A public helper that its own package
