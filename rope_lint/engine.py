@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property, partial
 
-from rope_lint import TYPE_CHECKING, prefilter
+from rope_lint import TYPE_CHECKING
 from rope_lint.config import Config
 from rope_lint.diagnostics import INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR, Diagnostic, Position
 from rope_lint.files import (
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, TypeVar
 
+    from rope_lint import prefilter
     from rope_lint.cache import ResultCache
     from rope_lint.files import FilePath
     from rope_lint.prefilter import candidates
@@ -96,11 +97,15 @@ class Settings:
 
     @cached_property
     def screens(self) -> dict[str, prefilter.Screen]:
-        return prefilter.combined_screens(self._specs, self.triggers)
+        from rope_lint.prefilter import combined_screens
+
+        return combined_screens(self._specs, self.triggers)
 
     @cached_property
     def parses_whole_class(self) -> prefilter.ClassTest | None:
-        return prefilter.combined_class_test(self._specs)
+        from rope_lint.prefilter import combined_class_test
+
+        return combined_class_test(self._specs)
 
     def ignored_codes(self, path: FilePath) -> list[str]:
         codes: list[str] = []
