@@ -135,10 +135,10 @@ def read_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_a_warm_run_imports_no_rule(tmp_path: Path) -> None:
     """A run whose every file the cache answers checks none, so it imports no rule, nor the analyses only rules use,
-    nor what parses a file (the prefilter, `ast`, the lookup of a helper's callers, the origins of a
-    generated file), nor `pathlib`, `signal` or `hashlib` (which loads OpenSSL: `files.digest` takes BLAKE2b from
-    where hashlib does): each would cost a warm check a twentieth of its time or more (`rules.Selection`,
-    `rules.payloads`, the imports inside `engine`). A file that changed brings the rules back."""
+    nor what parses a file (the prefilter, `ast`, the lookup of a helper's callers, the origins of a generated file),
+    nor `pathlib`, `signal` or `hashlib` (which loads OpenSSL: `files.digest` takes BLAKE2b from where hashlib does):
+    each would cost a warm check a twentieth of its time or more (`rules.Selection`, `rules.payloads`, the imports
+    inside `engine`). A file that changed brings the rules back."""
     tree(tmp_path)
     rule_modules = tuple(f"rope_lint.rules.{entry.module}" for entry in CATALOG)
     analyses = ("rope_lint.rules.analysis.rotary", "rope_lint.rules.analysis.autocast", "rope_lint.rules.base")
