@@ -98,9 +98,9 @@ def status_signature(path: FilePath) -> list[int] | None:
         status = os.stat(path)
     except OSError:
         return None
-    if max(status.st_mtime_ns, status.st_ctime_ns) > time.time_ns() - _SETTLING_NS:
-        return None
-    return [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
+    found = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
+    recent = time.time_ns() - _SETTLING_NS
+    return None if found[1] > recent or found[2] > recent else found
 
 
 def digest(text: str, size: int) -> str:
@@ -188,10 +188,9 @@ def _walk(folder: str, excluded: Excludes, listings: Listings) -> Iterator[str]:
     """The Python files under `folder` in `os.walk`'s order (top-down, names sorted), never inside a link to a
     folder."""
     top = "" if folder == "." else folder  # pathlib spells `./a/b.py` as `a/b.py`
-    pending = [top]
+    pending = [(top, os.path.abspath(folder))]  # each folder as spelled, and its absolute path
     while pending:
-        root = pending.pop()
-        key = os.path.abspath(root or ".")
+        root, key = pending.pop()
         listing = listings.get(key, False)
         if listing is False:
             try:
@@ -207,8 +206,9 @@ def _walk(folder: str, excluded: Excludes, listings: Listings) -> Iterator[str]:
         for path in [prefix + name for name in files]:
             if not (excluded.patterns and excluded(path)):
                 yield path
-        subfolders = [prefix + name for name in reversed(folders)]
-        pending += [path for path in subfolders if not (excluded.patterns and excluded(path))]
+        absolute = key if key.endswith(os.sep) else key + os.sep
+        subfolders = [(prefix + name, absolute + name) for name in reversed(folders)]
+        pending += [pair for pair in subfolders if not (excluded.patterns and excluded(pair[0]))]
 
 
 def _listing(root: str) -> tuple[list[str], list[str], bool]:
