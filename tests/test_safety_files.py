@@ -215,6 +215,19 @@ def test_a_cache_entry_with_a_malformed_value_is_checked_again(tmp_path: Path, v
     assert api.check([str(tmp_path)]).findings == first
 
 
+@pytest.mark.parametrize("value", ['"careless"', "[]", "null", "1e400"])
+def test_a_cache_entry_with_a_malformed_fix_safety_is_checked_again(tmp_path: Path, value: str) -> None:
+    large_tree(tmp_path)
+    first = api.check([str(tmp_path)]).findings
+    assert first[0].fix is not None
+    [cache_file] = (tmp_path / FOLDER).glob("check-*.json")
+    loaded = json.loads(cache_file.read_text())
+    [key] = entries = loaded["results"]
+    entries[key][0][7][0] = "SAFETY"  # the fix's safety
+    cache_file.write_text(json.dumps(loaded).replace('"SAFETY"', value))
+    assert api.check([str(tmp_path)]).findings == first
+
+
 def test_a_utf16_coding_cookie_is_the_same_error_for_check_and_fix(tmp_path: Path) -> None:
     path = tmp_path / "cookie.py"
     data = b"# coding: utf-16\n" + HAZARD.encode()

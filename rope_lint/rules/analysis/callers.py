@@ -93,7 +93,12 @@ class PackageCallers:
             if d.rests_on_helpers:
                 top = self._top(os.path.abspath(d.path))
                 self._wanted.update((top, name) for name in d.rests_on_helpers)
-        return [d._replace(rests_on_helpers=()) for d in diagnostics if not d.rests_on_helpers or self._stands(d)]
+        # Returned without their helpers; most rest on none, and stand as they are.
+        return [
+            d._replace(rests_on_helpers=()) if d.rests_on_helpers else d
+            for d in diagnostics
+            if not d.rests_on_helpers or self._stands(d)
+        ]
 
     def _stands(self, d: Diagnostic) -> bool:
         called = any(self.called_at_construction(d.path, name) for name in d.rests_on_helpers)
