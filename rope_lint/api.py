@@ -110,7 +110,7 @@ def check(
             findings = on_changed_lines(findings, diff_base, _repository_folder(_first(paths)))
         except GitDiffError as error:
             raise RunError(str(error)) from error
-    findings = _with_origins(findings)
+    findings = _with_origins_named(findings)
     if not edits:
         return Report(findings)
     from rope_lint.fix.edits import finding_edits
@@ -119,10 +119,10 @@ def check(
     return Report(findings, finding_edits(edited) + [[] for _ in findings[len(edited) :]])
 
 
-def _with_origins(findings: list[Diagnostic]) -> list[Diagnostic]:
+def _with_origins_named(findings: list[Diagnostic]) -> list[Diagnostic]:
     """The findings, those in a file that transformers generates naming the modular source (or parent model) that
     they come from in their message (`generated.annotated`). Their files' banners are read first: only a generated
-    file's findings need syntax trees, and a check that meets none never imports `ast`."""
+    file's findings need syntax trees, and a warm check, which parses no file, imports no `ast`."""
     from rope_lint.transformers.banner import generated_texts
 
     texts = generated_texts(d.path for d in findings)
@@ -235,7 +235,7 @@ def fix(
     )
     return FixReport(
         fixed=[d for o in outcomes for d in o.fixed],
-        remaining=_without_ignored_errors(_with_origins(remaining), config),
+        remaining=_without_ignored_errors(_with_origins_named(remaining), config),
         diff="".join(o.diff for o in outcomes),
         failures=[
             *((str(path), reason) for path, reason in refused.items()),
