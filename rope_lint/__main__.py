@@ -9,6 +9,6 @@ import sys
 if not sys.flags.safe_path and sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from rope_lint.cli import run
+from rope_lint.command import run
 
 run()

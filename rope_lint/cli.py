@@ -1,12 +1,12 @@
 """The `rope-lint` command: check, fix, baseline, rules, rule, probe. It parses the arguments, asks the run layer
-(`rope_lint.api`) for a report, writes what `rope_lint.output` renders of it, and turns it into an exit code."""
+(`rope_lint.api`) for a report, writes what `rope_lint.output` renders of it, and turns it into an exit code
+(`main`); `command.run` runs it as a process of its own."""
 
 from __future__ import annotations
 
 import argparse
 import codecs
 import contextlib
-import gc
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
 # What `main`, and each command's handler (`_check`, `_fix`, ...), returns.
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-# The cycle collector's thresholds for the command (`gc.set_threshold`; Python's defaults are 700, 10, 10).
-COLLECTOR_THRESHOLDS = (100_000, 50, 1000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return EXIT_CLEAN
     except OSError as error:  # what reads the code reports its own errors: this is writing, to a full disk say
-        _report_os_error(error)
+        report_os_error(error)
         return EXIT_ERROR
     except Exception as error:  # a bug: one line that says so, the traceback only when asked for
         if getattr(args, "verbose", False):
@@ -82,33 +80,8 @@ _UNENCODABLE = "rope-lint-escape"
 codecs.register_error(_UNENCODABLE, _escape_or_restore)
 
 
-def run() -> None:
-    """The `rope-lint` command itself: `main`, then an exit that skips the interpreter's teardown. Freeing every
-    module and object at exit takes about 15 ms, longer than ruff's whole check of a file; mypy exits the same
-    way. Output is flushed first, and everything rope-lint writes to a file is closed before `main` returns."""
-    # rope-lint makes millions of small objects (syntax trees, LibCST's nodes) that reference counting frees and that
-    # form few cycles: at the default thresholds the cycle collector scanned them again and again, a quarter of the fix
-    # of a whole tree. It still runs, a hundred times less often. The command's own process only: never an API user's.
-    gc.set_threshold(*COLLECTOR_THRESHOLDS)
-    try:
-        code = main()
-    except SystemExit as error:  # argparse's --help, --version and usage errors, after printing
-        if not isinstance(error.code, int | None):
-            raise
-        code = error.code or 0
-    try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):  # a reader that left (`rope-lint check | head`), a stream `main` closed
-        pass
-    except OSError as error:
-        _report_os_error(error)
-        code = EXIT_ERROR
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
-    os._exit(code)
-
-
-def _report_os_error(error: OSError) -> None:
+def report_os_error(error: OSError) -> None:
+    """An error of writing the output, in one line on stderr."""
     where = f"{printable(str(error.filename))}: " if error.filename else ""
     with contextlib.suppress(OSError, ValueError):  # stderr may be as full as stdout
         print(f"rope-lint: error: {where}{error.strerror or error}", file=sys.stderr)

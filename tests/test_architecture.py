@@ -14,7 +14,8 @@ from helpers import REPO
 
 # Top to bottom. A module may import from its own layer or a lower one, never from a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("rope_lint.cli", "rope_lint.__main__", "rope_lint.flake8_plugin"),  # entry points: arguments in, text out
+    # entry points: arguments in, text out
+    ("rope_lint.command", "rope_lint.cli", "rope_lint.__main__", "rope_lint.flake8_plugin"),
     ("rope_lint.api",),  # the run layer: paths and settings in, reports out
     ("rope_lint.verify",),  # fix --verify: the original and the fixed code side by side
     ("rope_lint.output", "rope_lint.probe"),  # rendering; running model code

@@ -162,7 +162,7 @@ def test_the_encoding_is_the_one_python_reads(head: bytes) -> None:
 @pytest.mark.parametrize("buffered", [True, False])
 @pytest.mark.parametrize("command", [["check", "fixtures/hazards"], ["rule", "RPL101"]])
 def test_output_that_cannot_be_written_is_a_one_line_error(command: list[str], buffered: bool) -> None:
-    """Written while the command runs, or flushed as it ends (`cli.run`): either way one line, exit 2."""
+    """Written while the command runs, or flushed as it ends (`command.run`): either way one line, exit 2."""
     environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
     if not buffered:
         environment["PYTHONUNBUFFERED"] = "1"
