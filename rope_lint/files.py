@@ -203,12 +203,14 @@ def _walk(folder: str, excluded: Excludes, listings: Listings) -> Iterator[str]:
         if is_environment and root != top:
             continue
         prefix = root if not root or root.endswith(os.sep) else root + os.sep  # `os.path.join`, a call less per file
-        for path in [prefix + name for name in files]:
-            if not (excluded.patterns and excluded(path)):
-                yield path
+        paths = [prefix + name for name in files]
         absolute = key if key.endswith(os.sep) else key + os.sep
         subfolders = [(prefix + name, absolute + name) for name in reversed(folders)]
-        pending += [pair for pair in subfolders if not (excluded.patterns and excluded(pair[0]))]
+        if excluded.patterns:
+            paths = [path for path in paths if not excluded(path)]
+            subfolders = [pair for pair in subfolders if not excluded(pair[0])]
+        yield from paths
+        pending += subfolders
 
 
 def _listing(root: str) -> tuple[list[str], list[str], bool]:
