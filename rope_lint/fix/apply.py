@@ -127,7 +127,6 @@ def with_converter_import_layout(outcomes: list[FileFixOutcome], diff_only: bool
     generated file it changes, has the gap above its imports that transformers' converter would give it
     (`transformers.import_layout`): a held text gets it, and a file of the run the fix left as it was gets a held
     fix of its own."""
-    from rope_lint.transformers import generated
     from rope_lint.transformers.import_layout import generated_files, laid_out
 
     outcomes = list(outcomes)
