@@ -50,13 +50,11 @@ def rope_lint(
 
 def imported_by_check(folder: Path, path: str, packages: tuple[str, ...], settled: bool = False) -> list[str]:
     """The modules of `packages` (or packages below them: `rope_lint.rules`) that `rope-lint check path` imports, run
-    in `folder` (which has an RPL101 finding), apart from those the interpreter had before. `settled`: with the file
-    system's clock read as a minute later, as the `settled_files` fixture does, so that a file just written counts as
-    unchanged where its status is."""
-    settle = (
-        "import time, types, rope_lint.files as files\n"
-        "files.time = types.SimpleNamespace(time_ns=lambda: time.time_ns() + 60 * 10**9)\n"
-    )
+    in `folder` (which has an RPL101 finding), apart from those the interpreter had before. `settled`: with the clock
+    read as a minute later, as the `settled_files` fixture has `files` read it, so that a file just written counts as
+    unchanged where its status is; patched in `time` itself, so that no rope-lint module is imported before the
+    modules are counted."""
+    settle = "import time\nnow = time.time_ns\ntime.time_ns = lambda: now() + 60 * 10**9\n"
     probe = (
         "import json, sys\n"
         f"{settle if settled else ''}"
