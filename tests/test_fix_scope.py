@@ -197,3 +197,37 @@ def test_scopes_are_worked_out_only_where_a_name_a_fix_wrote_is_bound_in_one(mon
         text = apply_fixes(original, found).text
         assert "logaddexp" in text and visits == expected, (visits, text)
         assert_same(results(original), results(text))
+
+
+def test_a_fix_visits_only_the_statements_that_hold_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rebuilding every node of a class costs more than its fixes: a statement without a finding is left unvisited,
+    and one whose decorator holds a finding is visited although its own range starts below the decorator."""
+    import libcst as cst
+
+    from rope_lint.diagnostics import Position
+    from rope_lint.fix import apply
+
+    original = (
+        "import torch\n\n\ndef register(**kwargs):\n    return lambda f: f\n\n\nclass Model:\n"
+        "    def untouched(self, spare):\n        return spare * 2\n\n"
+        "    def make(self, ratio):\n        @register(scale=torch.log(1 + ratio))\n        def inner(a):\n"
+        "            return a\n\n        return inner\n\n"
+        "    def other(self, x):\n        return torch.log(1 + x)\n"
+    )
+    [found] = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
+    # The rule does not look into decorators; the same finding placed on the decorator's call stands in for one that
+    # does.
+    line = original.splitlines().index("        @register(scale=torch.log(1 + ratio))") + 1
+    in_decorator = found._replace(start=Position(line, 24), end=Position(line, 44))
+    left: list[str] = []
+    on_leave = apply._Fixes.on_leave
+
+    def spied(self: apply._Fixes, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        if isinstance(original_node, cst.Name):
+            left.append(original_node.value)
+        return on_leave(self, original_node, updated_node)
+
+    monkeypatch.setattr(apply._Fixes, "on_leave", spied)
+    text = apply_fixes(original, [in_decorator, found]).text
+    assert "@register(scale=torch.log1p(ratio))" in text and "return torch.log1p(x)" in text, text
+    assert "spare" not in left and "ratio" in left, left

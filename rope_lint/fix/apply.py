@@ -428,6 +428,20 @@ class _Fixes(cst.CSTTransformer):
         self.names = names
         self.applied: list[Diagnostic] = []
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Rebuilding every node of a class costs more than the fixes: a statement that holds no finding's range is
+        # left as it is, unvisited. A statement's range holds all of it but its decorators; a block's would not hold
+        # those of its first statement, so blocks are always visited.
+        if not isinstance(node, cst.BaseStatement):
+            return True
+        position = self.get_metadata(PositionProvider, node, None)
+        if position is None:
+            return True
+        start, end = _range(position)
+        for decorator in getattr(node, "decorators", ()):
+            start = min(start, _range(self.get_metadata(PositionProvider, decorator))[0])
+        return any(start <= first and last <= end for first, last in self.pending)
+
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
         if isinstance(original_node, _STATEMENT_BLOCKS):
             return self._fix_statement_runs(original_node, updated_node) if self.pending else updated_node
