@@ -639,15 +639,17 @@ class _RotaryClassRewrite(cst.CSTTransformer):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.class_stack.append(node.name.value)
-        if node.name.value in self.rotary:
-            self.construction = self.constructions[node.name.value]
-            tables, persistent = self.inherited.get(node.name.value, (frozenset(), frozenset()))
-            self.tables = _construction_tables(node, self.construction) | tables
-            self.persistent = {
-                name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)
-            } | persistent
-            parsed = next(cls for cls in ast.parse(textwrap.dedent(_code(node))).body if isinstance(cls, ast.ClassDef))
-            self.devices = {method.name: rotary.device_source(method) for method in rotary.methods(parsed)}
+        if node.name.value not in self.rotary:
+            # Rebuilding every node of the module's other classes costs more than the rewrite: they are left
+            # unvisited, and so are their nested classes (the rotary classes are the module's own).
+            return False
+        self.construction = self.constructions[node.name.value]
+        tables, persistent = self.inherited.get(node.name.value, (frozenset(), frozenset()))
+        self.tables = _construction_tables(node, self.construction) | tables
+        with_fp32_copy = {name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)}
+        self.persistent = with_fp32_copy | persistent
+        parsed = next(cls for cls in ast.parse(textwrap.dedent(_code(node))).body if isinstance(cls, ast.ClassDef))
+        self.devices = {method.name: rotary.device_source(method) for method in rotary.methods(parsed)}
         return True
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:

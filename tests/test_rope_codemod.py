@@ -479,3 +479,39 @@ def test_a_second_codemod_run_leaves_a_table_computed_on_the_cpu_as_it_is() -> N
     assert once.count('with torch.device("cpu"):') == 1
     assert '* _rope_table_on_device(self, "inv_freq", x.device)\n' in once
     assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once
+
+
+def test_the_rotary_rewrite_leaves_the_modules_other_classes_unvisited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rebuilding every node of a module's other classes (attention, MLP) costs more than the rewrite: they are not
+    visited, and the rotary class is rewritten as ever."""
+    import libcst as cst
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods import rope_tables
+
+    source = (
+        "import torch\nfrom torch import nn\n\n\n"
+        "class ToyRotaryEmbedding(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        '        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))\n'
+        "\n"
+        "    def forward(self, x, position_ids):\n"
+        "        return position_ids[..., None].float() * self.inv_freq\n\n\n"
+        "class ToyAttention(nn.Module):\n"
+        "    def forward(self, hidden_states):\n"
+        "        return hidden_states * 2\n"
+    )
+    left: list[str] = []
+    on_leave = rope_tables._RotaryClassRewrite.on_leave
+
+    def spied(self: cst.CSTTransformer, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:
+        if isinstance(original_node, cst.Name):
+            left.append(original_node.value)
+        return on_leave(self, original_node, updated_node)
+
+    monkeypatch.setattr(rope_tables._RotaryClassRewrite, "on_leave", spied)
+    fixed = rope_tables.RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
+    assert '* _rope_table_on_device(self, "inv_freq_fp32", position_ids.device)' in fixed, fixed
+    assert fixed.endswith(source[source.index("class ToyAttention") :])
+    assert "position_ids" in left and "hidden_states" not in left, left
