@@ -100,14 +100,15 @@ class RopeTablesCommand(CodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         rotary_names = rotary_class_names(tree)
-        movable = movable_class_names(tree, rotary_names)
+        classes = _parsed_classes(tree, rotary_names)
+        # The rotary classes whose tables the codemod can move to where they are used.
+        movable = rotary.movable_rotary_classes(list(classes.values()))
         copied, inherited = self._sources(movable)
         kept = {
             name: tables
             for name in movable
             if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
         }
-        classes = _parsed_classes(tree, rotary_names)
         bases = {base.id for name in movable for base in classes[name].bases if isinstance(base, ast.Name)}
         if bases - classes.keys():
             # The module may be a run of the file's statements: the other bases are read from the whole text.
@@ -173,12 +174,6 @@ def rotary_class_names(module: cst.Module) -> set[str]:
         ),
         rotary.CODEMOD_EVIDENCE,
     )
-
-
-def movable_class_names(module: cst.Module, names: set[str]) -> set[str]:
-    """The classes of `names` (rotary classes) whose tables the codemod can move to where they are used
-    (`rotary.movable_rotary_classes`, on the classes' `ast`)."""
-    return rotary.movable_rotary_classes(list(_parsed_classes(module, names).values()))
 
 
 def _parsed_classes(module: cst.Module, names: set[str]) -> dict[str, ast.ClassDef]:
