@@ -316,6 +316,20 @@ def test_a_region_whose_own_lines_ruff_would_reformat_is_left_as_written_without
     assert ruff_runs == ["format", "format", "format"]  # the whole original's diff, then y's region twice
 
 
+def test_a_region_the_fix_wrote_as_ruff_writes_it_costs_no_run_on_the_original(
+    tmp_path: Path, ruff_runs: list[str]
+) -> None:
+    """Formatting a region that ruff leaves as the fix wrote it changes nothing, whatever ruff would do to the
+    original there: the original is not asked about it."""
+    from rope_lint.fix.formatting import formatted_like_original
+
+    path = tmp_path / "x.py"
+    original = "x = [1,2]\ny = 1\n\n\ndef f(a):\n    return a\n"
+    fixed = "x = [1,2,3]\ny = 2\n\n\ndef f(a):\n    return a\n"
+    assert formatted_like_original(path, original, fixed, [(0, 1, 0, 1), (1, 2, 1, 2)]) == fixed
+    assert ruff_runs == ["format", "format"]  # the whole original's diff, then y's region in the fixed text
+
+
 def test_tidying_asks_ruff_about_the_original_only_where_the_fix_has_an_import_code(
     tmp_path: Path, ruff_runs: list[str]
 ) -> None:
