@@ -434,10 +434,7 @@ class _Fixes(cst.CSTTransformer):
         # those of its first statement, so blocks are always visited.
         if not isinstance(node, cst.BaseStatement):
             return True
-        position = self.get_metadata(PositionProvider, node, None)
-        if position is None:
-            return True
-        start, end = _range(position)
+        start, end = _range(self.get_metadata(PositionProvider, node))
         for decorator in getattr(node, "decorators", ()):
             start = min(start, _range(self.get_metadata(PositionProvider, decorator))[0])
         return any(start <= first and last <= end for first, last in self.pending)
