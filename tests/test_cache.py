@@ -340,3 +340,11 @@ def test_baseline_accepts_no_cache(tmp_path: Path) -> None:
     assert cached.returncode == 0 and (tmp_path / "baseline.json").read_text() == first
     assert len(cache_files(tmp_path)) == 1
     assert check(tmp_path, "--baseline", "baseline.json") == (0, "All checks passed!\n")
+
+
+def test_a_content_key_is_128_bits_and_tells_bytes_and_ignored_codes_apart() -> None:
+    """Each key is written twice in the cache, which a warm run reads whole: 128 bits of SHA-256, 32 hex digits."""
+    from rope_lint.cache import content_key
+
+    keys = {content_key(b"x = 1\n", []), content_key(b"x = 2\n", []), content_key(b"x = 1\n", ["RPL101"])}
+    assert len(keys) == 3 and all(len(key) == 32 and int(key, 16) >= 0 for key in keys)
