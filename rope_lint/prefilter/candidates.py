@@ -224,6 +224,128 @@ def parse(
     return ast.parse(source, filename=filename)
 
 
+def parse_outline(source: str) -> ast.Module:
+    """The syntax tree of the file's top-level statements, with the body of each top-level function and class cut to
+    a `pass` on the body's last line: what an outline of a file reads (names, decorators, bases, first and last
+    lines, imports) for a fifth of a whole parse's cost. A body is left whole where code follows its header on the
+    header's line. Raises what `ast.parse` raises when what is kept does not parse; a syntax error in a body goes
+    unnoticed. Where the split is in doubt, the whole file is parsed."""
+    # A byte order mark is the parser's to strip from bytes, and an error in a text: the whole text decides.
+    hollowed = None if source.startswith("\ufeff") else _hollowed(Occurrences.of_text(source).data)
+    if hollowed is not None:
+        data, firsts, passes = hollowed
+        try:
+            tree = ast.parse(data.decode("utf-8", errors="surrogatepass"))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None  # a split that cut through a bracket: the whole file decides
+        if tree is not None and _first_lines(tree.body) == firsts and _cut_as_expected(tree, passes):
+            return tree
+    return ast.parse(source)
+
+
+def _hollowed(source: bytes) -> tuple[bytes, set[int], dict[int, int]] | None:
+    """The source with each top-level definition's body blanked but for a `pass` on its last code line, the first
+    line of every statement, and the `pass` line of each cut definition by its first line; None in doubt.
+
+    Every other statement is kept whole: a split inside a bracket (a line of its own at the first column) leaves the
+    bracket's closing in a statement of its own, which then does not parse."""
+    strings = _triple_quoted_spans(Occurrences(source))
+    statements = _regions(source, strings, 0, len(source), b"") if strings is not None else []
+    if not statements or not _only_comments(source[: statements[0][0]]):
+        return None
+    pieces: list[bytes] = [b"\n" * source.count(b"\n", 0, statements[0][0])]
+    firsts: set[int] = set()
+    passes: dict[int, int] = {}
+    line = 1 + len(pieces[0])
+    for start, end in statements:
+        firsts.add(line)
+        header = _after_decorators(source, start, end)
+        body = _body_start(source, header, end) if _DEFINITION_START.match(source, header) else None
+        last = _last_code_line(source, body, end) if body is not None else None
+        if body is None or last is None:
+            pieces.append(source[start:end])
+        else:
+            blank = source.count(b"\n", body, last)
+            pieces += [source[start:body], b"\n" * blank, b" pass", b"\n" * source.count(b"\n", last, end)]
+            passes[line] = line + source.count(b"\n", start, body) + blank
+        line += source.count(b"\n", start, end)
+    return b"".join(pieces), firsts, passes
+
+
+def _body_start(source: bytes, header: int, end: int) -> int | None:
+    """Where the body of the definition whose `def` or `class` is at `header` begins: the line after the colon that
+    ends the header (the first outside brackets, strings and comments). None where code follows that colon on its
+    line, or where the header cannot be read."""
+    depth, offset = 0, header
+    while offset < end:
+        character = source[offset]
+        if character in b"([{":
+            depth += 1
+        elif character in b")]}":
+            depth -= 1
+        elif character == ord("#"):
+            offset = source.find(b"\n", offset, end)
+            if offset == -1:
+                return None
+            continue
+        elif character in b"\"'":
+            offset = _string_end(source, offset, end)
+            if offset is None:
+                return None
+            continue
+        elif character == ord(":") and depth == 0:
+            line_end = source.find(b"\n", offset, end)
+            rest = source[offset + 1 : line_end].strip()
+            return line_end + 1 if line_end != -1 and (not rest or rest.startswith(b"#")) else None
+        offset += 1
+    return None
+
+
+def _string_end(source: bytes, opening: int, end: int) -> int | None:
+    """The offset after the string literal whose quote is at `opening`; None past `end` or a line's end."""
+    quote = source[opening : opening + 3]
+    if quote in (b'"""', b"'''"):
+        closing = source.find(quote, opening + 3, end)
+        return None if closing == -1 else closing + 3
+    offset = opening + 1
+    while offset < end:
+        character = source[offset]
+        if character == source[opening]:
+            return offset + 1
+        if character == ord("\n"):
+            return None
+        offset += 2 if character == ord("\\") else 1
+    return None
+
+
+def _last_code_line(source: bytes, begin: int, end: int) -> int | None:
+    """Where the last line between `begin` and `end` that holds code (not blank, not a comment) begins."""
+    line_end = end
+    while line_end > begin:
+        line_start = source.rfind(b"\n", begin, line_end - 1) + 1 or begin
+        text = source[line_start:line_end].strip()
+        if text and not text.startswith(b"#"):
+            return line_start
+        line_end = line_start
+    return None
+
+
+def _cut_as_expected(tree: ast.Module, passes: dict[int, int]) -> bool:
+    """Whether each cut definition parsed with its `pass` as its whole body, where it was put."""
+    for statement in tree.body:
+        line = passes.get(_first_line(statement))
+        if line is not None:
+            body = getattr(statement, "body", None)
+            if not (isinstance(statement, _DEFINITION_NODES) and body and len(body) == 1):
+                return False
+            if not (isinstance(body[0], ast.Pass) and body[0].lineno == line):
+                return False
+    return True
+
+
+_DEFINITION_NODES = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
 # The first line of every kept region, by the first line of the statement that holds it (0 for the module).
 _Expected = dict[int, set[int]]
 
