@@ -21,6 +21,7 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
 from rope_lint.files import SOURCE_LIMIT, Excludes, discover, read_regular
+from rope_lint.prefilter.candidates import parse_outline
 from rope_lint.transformers.banner import generated_text, is_modular_source, modular_source
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def origin(path: FilePath, text: str, line: int) -> Origin | None:
         return None
     statement = text.splitlines()[line - 1].strip()
     enclosing = _enclosing_definition(text, line)
-    tree = _parse(modular)
+    tree = _outline(modular)
     if tree is None:
         return Origin(modular, None)
     node = _definition(modular, enclosing.name) if enclosing else None
@@ -132,14 +133,15 @@ def inherited_classes(path: FilePath, text: str, name: str) -> list[str]:
     class that it imports from another model's file, first base first; the class takes the members it does not
     define from them, so a rewrite of the class must agree with theirs. Empty for any other class or file."""
     modular = str(path) if is_modular_source(path) else modular_source(path, text)
-    tree = parsed_text(text) if modular == str(path) else _parse(modular) if modular else None
+    tree = outlined_text(text) if modular == str(path) else _outline(modular) if modular else None
     if modular is None or tree is None:
         return []
     own = next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name), None)
     parents = parent_files(modular, tree)
     found = []
     for base in own.bases if own else []:
-        node = _definition(parents[base.id], base.id) if isinstance(base, ast.Name) and base.id in parents else None
+        parent = parents.get(base.id) if isinstance(base, ast.Name) else None
+        node = _definition(parent, base.id, parsed_text) if parent else None  # whole: its code is read
         if isinstance(node, ast.ClassDef):
             found.append(source_segment(file_text(parents[base.id]), node))
     return found
@@ -204,24 +206,38 @@ def parsed_once(text: str) -> ast.Module | None:
         return None
 
 
+def outlined_once(text: str) -> ast.Module | None:
+    """The syntax tree of the text's top-level statements, each definition's body cut to a `pass` on its last line
+    (`candidates.parse_outline`: a sixth of a whole parse), or None where those statements do not parse: what the
+    origins of a generated file's statements and the regeneration check read of the files around it."""
+    try:
+        return parse_outline(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
 # A whole tree's findings point at the same few files (Llama's rotary class): read and parse each once. The cache
 # keys on the text, so that a file that a fix rewrote is read afresh. The last 16: keeping 64 saved parsing 7 MiB in
 # transformers 5.24.0's fix (about 2 s of CPU) and raised its peak by 36 MiB.
 parsed_text = lru_cache(maxsize=16)(parsed_once)
+# An outline is a sixth of a whole tree: the files that a whole tree's origins point at are each outlined once.
+outlined_text = lru_cache(maxsize=64)(outlined_once)
 
 
 def release_caches() -> None:
     """Drop the cached syntax trees and lines: after a fix's map they are not read again, and hold 70 MB."""
     parsed_text.cache_clear()
+    outlined_text.cache_clear()
     _lines.cache_clear()
 
 
-def _parse(path: str) -> ast.Module | None:
-    return parsed_text(file_text(path))
+def _outline(path: str) -> ast.Module | None:
+    return outlined_text(file_text(path))
 
 
 def _enclosing_definition(text: str, line: int) -> Definition | None:
-    tree = parsed_text(text)
+    """The top-level definition of `text` that holds `line`, body cut (`outlined_once`)."""
+    tree = outlined_text(text)
     for node in tree.body if tree else []:
         if isinstance(node, DEFINITIONS) and node.lineno <= line <= (node.end_lineno or node.lineno):
             return node
@@ -297,12 +313,14 @@ def _from_parents(modular: str, tree: ast.Module, bases: list[str], statement: s
 
 
 def _class_names(path: str) -> list[str]:
-    tree = _parse(path)
+    tree = _outline(path)
     return [node.name for node in tree.body if isinstance(node, ast.ClassDef)] if tree else []
 
 
-def _definition(path: str, name: str) -> Definition | None:
-    tree = _parse(path)
+def _definition(path: str, name: str, parsed: Callable[[str], ast.Module | None] = outlined_text) -> Definition | None:
+    """The first top-level definition `name` of the file `path`: its lines, decorators and bases, its body cut
+    (`outlined_once`), unless `parsed` parses it whole."""
+    tree = parsed(file_text(path))
     return next((n for n in tree.body if isinstance(n, DEFINITIONS) and n.name == name), None) if tree else None
 
 

@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
 from rope_lint.engine import map_files
-from rope_lint.prefilter.candidates import parse_outline
 from rope_lint.rules.analysis.context import is_self_attribute
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 from rope_lint.transformers import banner, generated
@@ -74,8 +73,8 @@ class Span(NamedTuple):
 
 class Outline(NamedTuple):
     """What the check reads of a whole file: its top-level definitions by name (the first of a name) and its `from`
-    imports, from its top-level statements alone (`parse_outline`). A file's definitions are parsed one at a time
-    when the check reads them: a whole tree's syntax trees held at once took a gigabyte."""
+    imports, from its top-level statements alone (`generated.outlined_once`). A file's definitions are parsed one at
+    a time when the check reads them: a whole tree's syntax trees held at once took a gigabyte."""
 
     definitions: dict[str, Span]
     imports: ast.Module  # the top-level `from ... import` statements of other models' modules, for `parent_files`
@@ -84,9 +83,8 @@ class Outline(NamedTuple):
 def outline(text: str) -> Outline | None:
     """The text's outline, or None where its top-level statements do not parse (its definitions' bodies are parsed
     when they are read)."""
-    try:
-        tree = parse_outline(text)
-    except (SyntaxError, ValueError):
+    tree = generated.outlined_once(text)
+    if tree is None:
         return None
     definitions: dict[str, Span] = {}
     for node in tree.body:
