@@ -694,3 +694,17 @@ def test_an_outline_parse_reads_crlf_and_leaves_a_broken_body_unread_but_not_a_b
         candidates.parse_outline("class C(:\n    pass\n")
     with pytest.raises(SyntaxError):  # a byte order mark is an error in a text, as for `ast.parse`
         candidates.parse_outline("\ufeffclass C:\n    pass\n")
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "    '''Doc\n\n#  the docstring closes here'''\n# a comment\n",  # a string's line like a comment
+        "    x = 1\n# a path: C:\\\nY = 2\n",  # a statement after a comment that ends in a backslash
+        "    x = 'a \\\n# still the string'\n\n",  # a string that a backslash continues
+        "    x = g(\na)\n# after\n",  # a call continued at the first column
+    ],
+)
+def test_an_outline_parse_ends_each_definition_where_a_whole_parse_does(ending: str) -> None:
+    source = f"import torch\n\n\ndef f():\n{ending}\n\nclass C:\n    pass\n"
+    assert top_level(candidates.parse_outline(source)) == top_level(ast.parse(source))

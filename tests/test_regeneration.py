@@ -253,3 +253,23 @@ def test_an_import_added_to_a_modular_source_moves_the_gap_of_the_files_it_gener
     assert result.returncode == 0, result.stdout + result.stderr
     assert first_lines(processing, 3) == ["# Copyright (the fixture's own).", "", "import math"]
     assert processing.read_text().replace("own).\n\nimport", "own).\nimport") == before
+
+
+def test_a_parent_class_code_read_from_its_outline_is_its_source_segment() -> None:
+    """What a rotary rewrite copies of a parent model's class (`generated.inherited_classes`) comes from the parent
+    file's outline, whose definitions end at their cut bodies' `pass`; the code is still where the class's code ends
+    on its last line, as in the whole file."""
+    text = (
+        "import torch\r\n\r\n\r\n@decorator(key=':')\r\nclass Parent(torch.nn.Module):  # base\r\n"
+        "    def forward(self, x):\r\n        return (x,\r\n                x)  # the end: a comment\r\n\r\n"
+        "class One: x = 1; y = 2  # one line\r\n\r\n"
+        "def helper(a, b=')'):\r\n    '''Doc\r\n\r\n#  text'''  \r\n# after\r\n"
+    )
+    outline = generated.outlined_once(text)
+    assert outline is not None and outline is not ast.parse(text)
+    whole = [node for node in ast.parse(text).body if isinstance(node, generated.DEFINITIONS)]
+    cut = [node for node in outline.body if isinstance(node, generated.DEFINITIONS)]
+    assert isinstance(cut[0].body[0], ast.Pass) and cut[0].body[0].end_col_offset != whole[0].end_col_offset
+    assert [generated.definition_code(text, node) for node in cut] == [
+        ast.get_source_segment(text, node) for node in whole
+    ]

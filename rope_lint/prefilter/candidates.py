@@ -247,10 +247,14 @@ def _hollowed(source: bytes) -> tuple[bytes, set[int], dict[int, int]] | None:
     """The source with each top-level definition's body blanked but for a `pass` on its last code line, the first
     line of every statement, and the `pass` line of each cut definition by its first line; None in doubt.
 
-    Every other statement is kept whole: a split inside a bracket (a line of its own at the first column) leaves the
-    bracket's closing in a statement of its own, which then does not parse."""
+    Every other statement is kept whole, and so is a definition with code after its header's colon, with a line of
+    its body at the first column, or whose last line is in doubt: the parse then tells where it ends, and shows a
+    statement of the module that the split missed (after a comment ending in a backslash). A split inside a bracket
+    (continued at the first column) leaves the bracket's closing in a statement of its own, which does not parse."""
     strings = _triple_quoted_spans(Occurrences(source))
-    statements = _regions(source, strings, 0, len(source), b"") if strings is not None else []
+    if strings is None:
+        return None
+    statements = _regions(source, strings, 0, len(source), b"")
     if not statements or not _only_comments(source[: statements[0][0]]):
         return None
     pieces: list[bytes] = [b"\n" * source.count(b"\n", 0, statements[0][0])]
@@ -261,8 +265,8 @@ def _hollowed(source: bytes) -> tuple[bytes, set[int], dict[int, int]] | None:
         firsts.add(line)
         header = _after_decorators(source, start, end)
         body = _body_start(source, header, end) if _DEFINITION_START.match(source, header) else None
-        last = _last_code_line(source, body, end) if body is not None else None
-        if body is None or last is None:
+        last = _last_code_line(source, strings, body, end) if body is not None else None
+        if body is None or last is None or _code_at_column_zero(source, strings, body, end):
             pieces.append(source[start:end])
         else:
             blank = source.count(b"\n", body, last)
@@ -318,14 +322,27 @@ def _string_end(source: bytes, opening: int, end: int) -> int | None:
     return None
 
 
-def _last_code_line(source: bytes, begin: int, end: int) -> int | None:
-    """Where the last line between `begin` and `end` that holds code (not blank, not a comment) begins."""
+def _code_at_column_zero(source: bytes, strings: list[int], begin: int, end: int) -> bool:
+    """Whether a line between `begin` and `end`, outside triple-quoted strings, starts with code at the first column
+    (a closing bracket aside): in a definition's body, a statement of the module that the split did not take as one,
+    or a bracket continued there."""
+    return any(
+        bisect.bisect_left(strings, match.start() + 1) % 2 == 0
+        for match in _statement_start(b"").finditer(source, begin - 1, end)
+    )
+
+
+def _last_code_line(source: bytes, strings: list[int], begin: int, end: int) -> int | None:
+    """Where the last line between `begin` and `end` that holds code begins: a line that is neither blank nor a
+    comment, or one that a triple-quoted string continues (`#  text'''` may close a docstring); None in doubt."""
     line_end = end
     while line_end > begin:
         line_start = source.rfind(b"\n", begin, line_end - 1) + 1 or begin
         text = source[line_start:line_end].strip()
-        if text and not text.startswith(b"#"):
+        if bisect.bisect_left(strings, line_start) % 2 == 1 or (text and not text.startswith(b"#")):
             return line_start
+        if _continues(source, line_start):  # a comment, or a string that a backslash continues: in doubt
+            return None
         line_end = line_start
     return None
 

@@ -141,24 +141,21 @@ def inherited_classes(path: FilePath, text: str, name: str) -> list[str]:
     found = []
     for base in own.bases if own else []:
         parent = parents.get(base.id) if isinstance(base, ast.Name) else None
-        node = _definition(parent, base.id, parsed_text) if parent else None  # whole: its code is read
+        node = _definition(parent, base.id) if parent else None
         if isinstance(node, ast.ClassDef):
-            found.append(source_segment(file_text(parents[base.id]), node))
+            found.append(definition_code(file_text(parent), node))
     return found
 
 
-def source_segment(text: str, node: ast.AST) -> str:
-    """`ast.get_source_segment(text, node)`, from the text's lines split once (`get_source_segment` splits the whole
-    text on every call, which made it most of a whole-tree fix's time in `inherited_classes`)."""
-    lines = _lines(text)
+def definition_code(text: str, node: Definition) -> str:
+    """The code of the top-level definition `node` of `text` from its `def` or `class` on, as
+    `ast.get_source_segment` gives it. `node` is the outline's (`outlined_once`), which ends at its cut body's `pass`:
+    where the code ends on its last line, only a parse of its lines alone tells. Empty where they do not parse."""
+    lines = _lines(text)  # split once: `get_source_segment` on the whole text would split it on every call
     first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-    if not 0 <= first <= last < len(lines):
-        return ""
-    start, end = node.col_offset, node.end_col_offset
-    if first == last:
-        return lines[first].encode()[start:end].decode()
-    head, tail = lines[first].encode()[start:].decode(), lines[last].encode()[:end].decode()
-    return "".join([head, *lines[first + 1 : last], tail])
+    code = "".join(lines[first : last + 1]) if 0 <= first <= last < len(lines) else ""
+    parsed = parsed_once(code)
+    return (ast.get_source_segment(code, parsed.body[0]) or "") if parsed and parsed.body else ""
 
 
 # A line as `ast` counts lines: ended by "\r\n", "\r" or "\n" (not by a form feed, as `str.splitlines` would).
@@ -317,10 +314,10 @@ def _class_names(path: str) -> list[str]:
     return [node.name for node in tree.body if isinstance(node, ast.ClassDef)] if tree else []
 
 
-def _definition(path: str, name: str, parsed: Callable[[str], ast.Module | None] = outlined_text) -> Definition | None:
-    """The first top-level definition `name` of the file `path`: its lines, decorators and bases, its body cut
-    (`outlined_once`), unless `parsed` parses it whole."""
-    tree = parsed(file_text(path))
+def _definition(path: str, name: str) -> Definition | None:
+    """The first top-level definition `name` of the file `path`, from its outline: its lines, decorators and bases,
+    its body cut (`outlined_once`)."""
+    tree = _outline(path)
     return next((n for n in tree.body if isinstance(n, DEFINITIONS) and n.name == name), None) if tree else None
 
 
