@@ -250,8 +250,9 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     codemod to its class), except an added import, which is inserted in the whole text at the end. The module names
     a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings.
     """
-    # A generated file's tree is the one that locating its origins parsed: `parsed_text` keeps the last few.
-    tree = (generated.parsed_text(source) if banner.has_banner(source) else None) or ast.parse(source)
+    # The tree that the file's checks before the fix parsed whole (a generated file's origins, a modular source's
+    # carried rewrites) is this one: `parsed_text` keeps the last few.
+    tree = generated.parsed_text(source) or ast.parse(source)
     lines = physical_lines(source)
     names = ModuleNames(source, tree)
     applied: list[Diagnostic] = []
