@@ -9,7 +9,9 @@ is other code (mu)."""
 from __future__ import annotations
 
 import ast
+import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -273,3 +275,29 @@ def test_a_parent_class_code_read_from_its_outline_is_its_source_segment() -> No
     assert [generated.definition_code(text, node) for node in cut] == [
         ast.get_source_segment(text, node) for node in whole
     ]
+
+
+def test_a_fix_parses_each_changed_file_whole_once_and_the_files_around_it_in_outline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Besides the check's own parse (`candidates`), the fix parses each file it changes whole once, a tree shared by
+    the origin lookups, a modular source's carried rewrites and the fix itself, and no other file: the files around
+    a generated one (its modular source, a parent model's file) are read in outline, with the lines of a class whose
+    code is copied."""
+    package = tree(tmp_path, ("alpha", "beta"))
+    before = texts(package)
+    whole: list[str] = []
+    real_parse = ast.parse
+
+    def recording(source: str, *args: object, **kwargs: object) -> ast.AST:
+        if not sys._getframe(1).f_code.co_filename.endswith(os.path.join("prefilter", "candidates.py")):
+            whole.append(source)
+        return real_parse(source, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ast, "parse", recording)
+    generated.release_caches()
+    api.fix([str(package)], unsafe=True)
+    changed = [path for path in before if path.read_text() != before[path]]
+    assert {path.name for path in changed} == {"modeling_alpha.py", "modular_beta.py", "modeling_beta.py"}
+    assert {path.name: whole.count(before[path]) for path in changed} == {path.name: 1 for path in changed}
+    assert [path.name for path in before if path not in changed and before[path] in whole] == []
