@@ -301,3 +301,18 @@ def test_a_fix_parses_each_changed_file_whole_once_and_the_files_around_it_in_ou
     assert {path.name for path in changed} == {"modeling_alpha.py", "modular_beta.py", "modeling_beta.py"}
     assert {path.name: whole.count(before[path]) for path in changed} == {path.name: 1 for path in changed}
     assert [path.name for path in before if path not in changed and before[path] in whole] == []
+
+
+def test_a_fix_keeps_no_whole_tree_of_a_file_that_is_neither_generated_nor_a_modular_source(tmp_path: Path) -> None:
+    """The trees kept for the next steps of a whole tree's fix (16, 30 MB in transformers 4.37.2's) are those that
+    locating origins and carried rewrites parse; an ordinary file's, parsed for its own fix, is not kept."""
+    from rope_lint.engine import Settings
+    from rope_lint.fix.apply import fix_file
+    from rope_lint.rules import select_rules
+
+    path = tmp_path / "modeling_plain.py"
+    path.write_text("import torch\n\n\ndef positions(n):\n    return torch.arange(n, dtype=torch.float16)\n")
+    generated.release_caches()
+    outcome = fix_file(path, Settings(select_rules(["ALL"], []), tmp_path), unsafe=True, diff_only=True)
+    assert outcome.fixed and "dtype=torch.int64" in outcome.diff
+    assert generated.parsed_text.cache_info().currsize == 0
