@@ -4,7 +4,8 @@ A rule's search starts where its trigger text is: the imports (which resolve nam
 classes that hold a trigger are the only ones parsed, and of such a class only the methods that matter (`parse`).
 The rest is blanked to empty lines, which keeps every line and column where it was and costs the parser almost
 nothing. Where the split into statements is in doubt, the whole file is parsed. The text screens
-(`screens`) first drop the occurrences of a trigger that no rule can flag.
+(`screens`) first drop the occurrences of a trigger that no rule can flag. The same split gives a file's outline
+(`parse_outline`): its top-level statements, with the bodies of its functions and classes cut.
 
 All of it works on the file's bytes (UTF-8 unless a coding cookie says otherwise; every needle is ASCII), as read:
 the text a rule reads is decoded once, beside. Bytes are searched with `bytes.find`, or one pattern for needles that
@@ -32,6 +33,7 @@ _MEMBER_DEF = re.compile(rb"\n([ \t]+)(?:async[ \t]+def[ \t]|def[ \t]|@)")
 _DEFINITION_START = re.compile(rb"class[ \t]|def[ \t]|async[ \t]+def[ \t]")
 _DEFINITION = re.compile(rb"(?:async[ \t]+)?def[ \t]+(\w+)")
 _CLASS_NAME = re.compile(rb"class[ \t]+(\w+)")
+_DEFINITION_NODES = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 _ASSIGNS_ATTRIBUTE = re.compile(rb"self\.\w+\s*(?::[^=\n]*)?=(?!=)|register_buffer|setattr\(")
 
 
@@ -358,9 +360,6 @@ def _cut_as_expected(tree: ast.Module, passes: dict[int, int]) -> bool:
             if not (isinstance(body[0], ast.Pass) and body[0].lineno == line):
                 return False
     return True
-
-
-_DEFINITION_NODES = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 # The first line of every kept region, by the first line of the statement that holds it (0 for the module).

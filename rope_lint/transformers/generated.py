@@ -205,7 +205,7 @@ def parsed_once(text: str) -> ast.Module | None:
 
 def outlined_once(text: str) -> ast.Module | None:
     """The syntax tree of the text's top-level statements, each definition's body cut to a `pass` on its last line
-    (`candidates.parse_outline`: a sixth of a whole parse), or None where those statements do not parse: what the
+    (`candidates.parse_outline`: a fifth of a whole parse's cost), or None where those statements do not parse: what the
     origins of a generated file's statements and the regeneration check read of the files around it."""
     try:
         return parse_outline(text)
@@ -217,7 +217,8 @@ def outlined_once(text: str) -> ast.Module | None:
 # keys on the text, so that a file that a fix rewrote is read afresh. The last 16: keeping 64 saved parsing 7 MiB in
 # transformers 5.24.0's fix (about 2 s of CPU) and raised its peak by 36 MiB.
 parsed_text = lru_cache(maxsize=16)(parsed_once)
-# An outline is a sixth of a whole tree: the files that a whole tree's origins point at are each outlined once.
+# An outline keeps about an eighth of a file's lines: the files that a whole tree's origins point at are each outlined
+# once.
 outlined_text = lru_cache(maxsize=64)(outlined_once)
 
 
