@@ -246,7 +246,7 @@ def broken_fix(old: str, new: str) -> str:
     return (
         "import sys\n"
         "from rope_lint.fix import apply\n"
-        "def broken(source, diagnostics, modular_source=False):\n"
+        "def broken(source, diagnostics):\n"
         f"    return apply.FixResult(source.replace({old!r}, {new!r}), list(diagnostics))\n"
         "apply.apply_fixes = broken\n"
         "from rope_lint.cli import main\n"

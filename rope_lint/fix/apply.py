@@ -90,7 +90,7 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
     if not chosen + carried:
         return FileFixOutcome(str(path), remaining=found)
     try:
-        result = apply_fixes(source.text, chosen + carried, banner.is_modular_source(path))
+        result = apply_fixes(source.text, chosen + carried)
         # ruff works after the check in `apply_fixes`: a formatted or tidied text is kept only if it compiles too, and
         # otherwise the text that did is written.
         formatted = _compiling_or(formatted_like_original(path, source.text, result.text, result.regions), result.text)
@@ -242,18 +242,18 @@ def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]
     return [d for d in diagnostics if d.fix is not None and (unsafe or d.fix.safety is FixSafety.SAFE)]
 
 
-def apply_fixes(source: str, diagnostics: list[Diagnostic], modular_source: bool = False) -> FixResult:
+def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not compile.
-    `modular_source`: whether `source` is a transformers modular source's, which its carried rewrites parsed.
 
     LibCST is slow on large files, so only the top-level statements that hold a finding are parsed and edited, each
     run of them on its own, and spliced back between the untouched lines. Every fix is local to its statement (a
     codemod to its class), except an added import, which is inserted in the whole text at the end. The module names
     a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings.
     """
-    # A generated file's tree is the one that locating its origins parsed, a modular source's the one that its carried
-    # rewrites did: `parsed_text` keeps the last few. Another file's is not kept (16 trees held 30 MB more).
-    shared = modular_source or banner.has_banner(source)
+    # A generated file's tree is the one that locating its origins parsed, a modular source's (the findings' path is
+    # the file's) the one that its carried rewrites did: `parsed_text` keeps the last few. Another file's is not kept
+    # (16 trees held 30 MB more).
+    shared = banner.has_banner(source) or any(banner.is_modular_source(d.path) for d in diagnostics[:1])
     tree = (generated.parsed_text(source) if shared else None) or ast.parse(source)
     lines = physical_lines(source)
     names = ModuleNames(source, tree)
