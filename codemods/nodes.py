@@ -19,32 +19,44 @@ def findall(tree: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
     """The nodes of `tree`, itself included, that `matcher` matches: a node matcher (`m.Call(...)`) or several joined
     with `|`. In the order of the nodes' fields, which is not always the order of the source."""
     kinds = _node_types(matcher)
-    return [node for node in _descendants(tree) if isinstance(node, kinds) and m.matches(node, matcher)]
+    return [node for node in _descendants(tree) if type(node) in kinds and m.matches(node, matcher)]
 
 
-def _node_types(matcher: m.BaseMatcherNode) -> tuple[type[cst.CSTNode], ...]:
-    """The LibCST node types that `matcher` can match: `m.Call` matches `cst.Call` only."""
+def _node_types(matcher: m.BaseMatcherNode) -> frozenset[type]:
+    """The LibCST node types that `matcher` can match: `m.Call` matches `cst.Call` only. A set of types: LibCST's nodes
+    are abstract base classes, whose `isinstance` costs several times a set lookup."""
     if isinstance(matcher, m.OneOf):
-        return tuple(kind for option in matcher.options for kind in _node_types(option))
-    return (getattr(cst, type(matcher).__name__),)
+        return frozenset(kind for option in matcher.options for kind in _node_types(option))
+    return frozenset([getattr(cst, type(matcher).__name__)])
 
 
 def _descendants(tree: cst.CSTNode) -> list[cst.CSTNode]:
     found = []
     pending = [tree]
+    is_node = _IS_NODE
     while pending:
         node = pending.pop()
         found.append(node)
         children = []
         for value in _fields(type(node))(node):
-            if isinstance(value, cst.CSTNode):
+            kind = type(value)
+            if kind is list or kind is tuple:
+                children += [item for item in value if is_node[type(item)]]
+            elif is_node[kind]:
                 children.append(value)
-            elif type(value) in (list, tuple):
-                children += [item for item in value if isinstance(item, cst.CSTNode)]
         pending += reversed(children)
     return found
 
 
+class _NodeTypes(dict[type, bool]):
+    """Whether a type is a LibCST node type, worked out once per type."""
+
+    def __missing__(self, kind: type) -> bool:
+        self[kind] = answer = issubclass(kind, cst.CSTNode)
+        return answer
+
+
+_IS_NODE = _NodeTypes()
 _FIELD_GETTERS: dict[type, Callable[[cst.CSTNode], tuple]] = {}
 
 

@@ -38,7 +38,7 @@ from rope_lint.codemods.rope_tables import rotary_class_names
 
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.edits import as_operand, with_method
+from rope_lint.rules.edits import Transformer, as_operand, with_method
 
 _MATMUL = m.BinaryOperation(operator=m.MatrixMultiply())
 
@@ -127,7 +127,7 @@ def _as_ast(node: cst.BaseExpression) -> ast.expr:
     return ast.parse(f"({cst.Module([]).code_for_node(node)})", mode="eval").body
 
 
-class _AutocastOff(cst.CSTTransformer):
+class _AutocastOff(Transformer):
     def __init__(self, rotary: set[str], names: _Names) -> None:
         super().__init__()
         self.rotary = rotary
@@ -222,7 +222,7 @@ def _disables_autocast(node: cst.BaseExpression) -> bool:
     return autocast.disables_autocast(cst.Module([]).code_for_node(node.func), enabled_false)
 
 
-class _Upcast(cst.CSTTransformer):
+class _Upcast(Transformer):
     """An upcast on every operand of a frequency product that has none: the dtype of an operand that has one, else
     float32 or wider (`autocast.upcast_for_the_rest`)."""
 

@@ -85,7 +85,7 @@ from rope_lint.rules.analysis.rotary import (
     is_table_name,
     reachable_from_init,
 )
-from rope_lint.rules.edits import with_keyword
+from rope_lint.rules.edits import Transformer, with_keyword
 from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
@@ -257,7 +257,7 @@ def _persistent_buffers(code: str) -> frozenset[str]:
     return frozenset(name for name in names if is_table_name(name) and not name.endswith(_FP32_SUFFIX))
 
 
-class _TableStores(cst.CSTTransformer):
+class _TableStores(Transformer):
     """Steps 1 and 2, in the whole module: a table is stored as a float32 plain attribute."""
 
     def __init__(self, kept_by_sources: dict[str, set[str]], left_alone: set[str], movable: set[str]) -> None:
@@ -556,7 +556,7 @@ def _reads_table_by_name(call: cst.Call, owner: str = "self") -> bool:
     return m.matches(call.args[0].value, m.Name(owner)) and name is not None and is_table_name(name)
 
 
-class _TablesOfModuleFunctions(cst.CSTTransformer):
+class _TablesOfModuleFunctions(Transformer):
     """Step 5 in the functions of the module that read a module's tables from outside its class, such as the
     dynamic and longrope updates that a decorator on forward runs (`update(module, position_ids, device)`): a
     table read off the first parameter is its copy on the function's device (`rotary.device_source`), so that an
@@ -606,7 +606,7 @@ class _TablesOfModuleFunctions(cst.CSTTransformer):
         return updated_node
 
 
-class _RotaryClassRewrite(cst.CSTTransformer):
+class _RotaryClassRewrite(Transformer):
     """Steps 3 to 5, inside rotary classes."""
 
     def __init__(

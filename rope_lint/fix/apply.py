@@ -31,6 +31,7 @@ from rope_lint.fix.tidy import imports_tidied
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import rule_class
 from rope_lint.rules.analysis.context import physical_lines
+from rope_lint.rules.edits import Transformer
 from rope_lint.rules.payloads import ClassRewrite
 from rope_lint.transformers import banner, generated
 
@@ -416,7 +417,7 @@ def _visited(module: cst.Module, transformer: _Fixes) -> tuple[cst.Module, list[
 _STATEMENT_BLOCKS = (cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.SimpleStatementSuite)
 
 
-class _Fixes(cst.CSTTransformer):
+class _Fixes(Transformer):
     """Calls each finding's rule on the node at the finding's range.
 
     That node is an expression, or else a run of statements of one block: a range from the start of one statement

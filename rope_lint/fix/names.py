@@ -36,19 +36,21 @@ class ModuleNames:
         # Names a function or comprehension may rebind in a scope it does not own: a `global`, `nonlocal` or `:=`.
         self.redirected: set[str] = set()
         bound: list[str] = []
+        # Tested by exact type, a set lookup: a parsed tree's nodes are of the `ast` classes themselves.
         for node in ast.walk(tree):
-            if type(node) is ast.Name:  # most nodes: one test for them (a name read binds nothing)
+            kind = type(node)
+            if kind is ast.Name:  # most nodes: one test for them (a name read binds nothing)
                 if type(node.ctx) is not ast.Load:
                     bound.append(node.id)
-            elif isinstance(node, _BINDING_NODES):
+            elif kind in _BINDING_TYPES:
                 bound += [name for name, _ in _bindings(node)]
-                if isinstance(node, ast.Import | ast.ImportFrom):
+                if kind is ast.Import or kind is ast.ImportFrom:
                     for name, qualified in _import_bindings(node):
                         if qualified is not None:
                             self.meant[name] = qualified
-            elif isinstance(node, ast.Global | ast.Nonlocal):
+            elif kind is ast.Global or kind is ast.Nonlocal:
                 self.redirected.update(node.names)
-            elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            elif kind is ast.NamedExpr and isinstance(node.target, ast.Name):
                 self.redirected.add(node.target.id)
         # How often each name is bound anywhere: more often than at module level means a scope of the file binds it.
         self._bound = Counter(bound)
@@ -203,9 +205,11 @@ def _module_level_bindings(statement: ast.stmt) -> list[tuple[str, str | None]]:
 
 
 # The nodes that `_bindings` finds a name bound by, besides `ast.Name`.
-_BINDING_NODES = (
-    *(ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg),
-    *(ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping),
+_BINDING_TYPES = frozenset(
+    [
+        *(ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg),
+        *(ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping),
+    ]
 )
 
 

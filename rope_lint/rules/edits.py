@@ -3,6 +3,7 @@ only, so that `check` never imports LibCST."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import libcst as cst
@@ -11,6 +12,32 @@ from rope_lint import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rope_lint.rules.payloads import Int64Enumeration, PromotedDtype
+
+
+class Transformer(cst.CSTTransformer):
+    """A LibCST transformer that calls its `visit_<Node>` and `leave_<Node>` methods, and no per-attribute hooks
+    (`visit_<Node>_<attribute>`): LibCST looks each of those up by name for every field of every node it visits,
+    which cost a codemod more than its own rewrites. Its subclasses define none."""
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        visit = _hook(type(self), "visit_", type(node))
+        return visit is None or visit(self, node) is not False
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        leave = _hook(type(self), "leave_", type(original_node))
+        return updated_node if leave is None else leave(self, original_node, updated_node)
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+
+@functools.cache
+def _hook(transformer: type, prefix: str, node: type) -> Callable | None:
+    """The transformer's method for a type of node, as LibCST names it (`visit_Call`), or None."""
+    return getattr(transformer, prefix + node.__name__, None)
 
 
 def int64_enumeration(call: cst.Call, enumeration: Int64Enumeration) -> cst.BaseExpression:
