@@ -1,5 +1,6 @@
-"""LibCST edits that rule fixes share: the arange family, and the log-domain family. A rule imports them in its `fix`
-only, so that `check` never imports LibCST."""
+"""LibCST edits that rule fixes share: the arange family, and the log-domain family; and `Transformer`, the base of the
+transformers that apply fixes and codemods. A rule imports them in its `fix` only, so that `check` never imports
+LibCST."""
 
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ if TYPE_CHECKING:
 
 class Transformer(cst.CSTTransformer):
     """A LibCST transformer that calls its `visit_<Node>` and `leave_<Node>` methods, and no per-attribute hooks
-    (`visit_<Node>_<attribute>`): LibCST looks each of those up by name for every field of every node it visits,
-    which cost a codemod more than its own rewrites. Its subclasses define none."""
+    (`visit_<Node>_<attribute>`): LibCST looks each of those up by name for every field of every node it visits, a
+    fifth of the rope codemod's time in the fix of the transformers 5.24.0 package. Its subclasses define none."""
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         visit = _hook(type(self), "visit_", type(node))
         return visit is None or visit(self, node) is not False
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+    def on_leave(  # type: ignore[override]  (LibCST's is generic in the node's type)
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
         leave = _hook(type(self), "leave_", type(original_node))
         return updated_node if leave is None else leave(self, original_node, updated_node)
 
