@@ -120,6 +120,7 @@ class TreeView:
         # Each path resolved once: `realpath` asks the system about every folder above the file, and the views asked
         # it again for each lookup in the same file (2 s of CPU in the fix of the transformers 5.24.0 package).
         self._real_paths: dict[str, str] = {}
+        self._parents: dict[str, dict[str, str]] = {}
 
     def _real(self, path: str) -> str:
         if path not in self._real_paths:
@@ -140,6 +141,14 @@ class TreeView:
                 self._outlines[digest] = outline(text)
             self._outline_of[real] = self._outlines[digest]
         return self._outline_of[real]
+
+    def parent_files(self, modular: str) -> dict[str, str]:
+        """`generated.parent_files` of the modular source `modular` as this view has it: asked for each definition of
+        each file that it generates, and each answer looks for files on disk."""
+        if modular not in self._parents:
+            found = self.outline(modular)
+            self._parents[modular] = generated.parent_files(modular, found.imports) if found else {}
+        return self._parents[modular]
 
     def definition(self, path: str, name: str) -> ast.stmt | None:
         """The first top-level definition `name` of `path`, with the file's line numbers, or None."""
@@ -328,7 +337,7 @@ def _recipe(view: TreeView, modular: str, name: str) -> _Recipe | None:
     modular_outline = view.outline(modular)
     if modular_outline is None:
         return None
-    parents = generated.parent_files(modular, modular_outline.imports)
+    parents = view.parent_files(modular)
     own = modular_outline.definitions.get(name)
     if own is not None:
         bases = [base for base in reversed(own.bases or ()) if base in parents]
@@ -460,42 +469,50 @@ def _normal(node: ast.AST) -> str:
 def _undefined_reads(members: Members, inherited: set[str]) -> set[str]:
     """The `self.X` attributes that the members read and none of them (nor `inherited`) defines."""
     defined = set(members) | inherited
-    read = set()
+    read: set[str] = set()
     for code, _ in members.values():
-        defined |= _stored(code)
-        for node in ast.walk(code):
-            if is_self_attribute(node) and isinstance(node.ctx, ast.Load):
-                read.add(node.attr)
-            elif (name := _read_by_name(node)) is not None:
-                read.add(name)
+        stored, reads = _self_attributes(code)
+        defined |= stored
+        read |= reads
     return read - defined
-
-
-def _read_by_name(node: ast.AST) -> str | None:
-    """X of `getattr(self, "X")`, or of the rope codemod's read of a table's copy on a device."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 2):
-        return None
-    owner, name = node.args[:2]
-    reads = node.func.id == TABLE_ON_DEVICE or (node.func.id == "getattr" and len(node.args) == 2)  # no default
-    if not reads or not (isinstance(owner, ast.Name) and owner.id == "self"):
-        return None
-    return name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
 
 
 def _stored(code: ast.AST) -> set[str]:
     """The attributes that `code` defines on `self`: assigned, registered, or set through `setattr`."""
-    stored = set()
+    return _self_attributes(code)[0]
+
+
+def _self_attributes(code: ast.AST) -> tuple[set[str], set[str]]:
+    """The attributes that `code` defines on `self` (`_stored`), and those it reads: `self.X`, `getattr(self, "X")`,
+    or the rope codemod's read of a table's copy on a device. One walk, testing each node's exact type: a class's
+    members are walked for each generated file that the fix changes."""
+    stored, read = set(), set()
     for node in ast.walk(code):
-        if is_self_attribute(node) and not isinstance(node.ctx, ast.Load):
-            stored.add(node.attr)
-        elif isinstance(node, ast.Call) and node.args:
+        kind = type(node)
+        if kind is ast.Attribute:
+            if is_self_attribute(node):
+                (read if type(node.ctx) is ast.Load else stored).add(node.attr)
+        elif kind is ast.Call and node.args:
             func, first = node.func, node.args[0]
             registers = isinstance(func, ast.Attribute) and func.attr in _STORING_CALLS
             sets = isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) > 1
             name = node.args[1] if sets else first
             if (registers or sets) and isinstance(name, ast.Constant) and isinstance(name.value, str):
                 stored.add(name.value)
-    return stored
+            elif (name := _read_by_name(node)) is not None:
+                read.add(name)
+    return stored, read
+
+
+def _read_by_name(node: ast.Call) -> str | None:
+    """X of `getattr(self, "X")`, or of the rope codemod's read of a table's copy on a device."""
+    if not (isinstance(node.func, ast.Name) and len(node.args) >= 2):
+        return None
+    owner, name = node.args[:2]
+    reads = node.func.id == TABLE_ON_DEVICE or (node.func.id == "getattr" and len(node.args) == 2)  # no default
+    if not reads or not (isinstance(owner, ast.Name) and owner.id == "self"):
+        return None
+    return name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
 
 
 def _defined_by_bases(cls: ast.ClassDef, view: TreeView, path: str) -> set[str]:
