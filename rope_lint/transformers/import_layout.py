@@ -17,6 +17,7 @@ import ast
 import os
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 from rope_lint.transformers import banner, generated
 
@@ -103,6 +104,9 @@ _DEFINITION = re.compile(r"^(?:class|def|async[ \t]+def)[ \t]|^@", re.MULTILINE)
 _IMPORT = re.compile(r"^(?:import|from)[ \t]", re.MULTILINE)
 
 
+# Each text is read several times: a modular source once for each file that it generates, a generated file once for
+# its gap and once for the converter's.
+@lru_cache(maxsize=8)
 def _head(text: str) -> ast.Module | None:
     """The module's top-level statements up to its first definition, where those are all that the layout reads (its
     first statement and every top-level import: no line after them starts with `import` or `from`), parsed alone:
