@@ -231,3 +231,30 @@ def test_a_fix_visits_only_the_statements_that_hold_a_finding(monkeypatch: pytes
     text = apply_fixes(original, [in_decorator, found]).text
     assert "@register(scale=torch.log1p(ratio))" in text and "return torch.log1p(x)" in text, text
     assert "spare" not in left and "ratio" in left, left
+
+
+def test_a_fix_makes_no_batched_visit_without_a_provider_to_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LibCST resolves the positions, which no batched visit computes, and then makes a batched visit of the whole run
+    of statements for none: `apply._Metadata` skips it. Scopes are computed in a batched visit, which still runs."""
+    import libcst.metadata.wrapper
+
+    batches: list[int] = []
+    visit_batched = libcst.metadata.wrapper.visit_batched
+
+    def spied(module: object, visitors: object, *rest: object) -> object:
+        visitors = list(visitors)  # type: ignore[call-overload]
+        batches.append(len(visitors))
+        return visit_batched(module, visitors, *rest)
+
+    monkeypatch.setattr(libcst.metadata.wrapper, "visit_batched", spied)
+    for original, expected in [
+        ("import torch\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n", []),
+        # Applied without scopes first, then again with them: a batched visit for the names' contexts, then one for
+        # the scopes.
+        ("import torch\n\n\ndef f(a, b, torch=None):\n    return (a.exp() + b.exp()).log()\n", [1, 1]),
+    ]:
+        batches.clear()
+        found = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
+        text = apply_fixes(original, found).text
+        assert "logaddexp" in text and batches == expected, (batches, text)
+        assert_same(results(original), results(text))

@@ -13,7 +13,7 @@ import difflib
 import os
 import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -410,7 +410,24 @@ def _fixed_in_place(
 
 
 def _visited(module: cst.Module, transformer: _Fixes) -> tuple[cst.Module, list[Diagnostic]]:
-    return MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer), transformer.applied
+    return _Metadata(module, unsafe_skip_copy=True).visit(transformer), transformer.applied
+
+
+class _Metadata(MetadataWrapper):
+    """LibCST's wrapper, but for a batched visit with nothing to visit for, which it skips. LibCST resolves the
+    positions, which no batched visit computes, and then visits the whole tree with the batched providers, of which
+    there is none: a third of the in-place fixes' time."""
+
+    def visit_batched(
+        self,
+        visitors: Iterable[cst.BatchableCSTVisitor],
+        before_visit: Callable[[cst.CSTNode], None] | None = None,
+        after_leave: Callable[[cst.CSTNode], None] | None = None,
+    ) -> cst.CSTNode:
+        visitors = list(visitors)
+        if not visitors and before_visit is None and after_leave is None:
+            return self.module  # what the visit gives back: a visitor changes nothing
+        return super().visit_batched(visitors, before_visit, after_leave)
 
 
 # Nodes whose body is a sequence of statements: the blocks that a finding spanning several statements lies in.
