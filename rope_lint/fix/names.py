@@ -18,7 +18,7 @@ import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope, Scope
 
 from rope_lint.prefilter.candidates import parse_outline
-from rope_lint.rules.analysis.context import physical_lines
+from rope_lint.rules.analysis.context import physical_lines, walk
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -37,7 +37,7 @@ class ModuleNames:
         self.redirected: set[str] = set()
         bound: list[str] = []
         # Tested by exact type, a set lookup: a parsed tree's nodes are of the `ast` classes themselves.
-        for node in ast.walk(tree):
+        for node in walk(tree):
             kind = type(node)
             if kind is ast.Name:  # most nodes: one test for them (a name read binds nothing)
                 if type(node.ctx) is not ast.Load:

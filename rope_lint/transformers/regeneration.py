@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
 from rope_lint.engine import map_files
-from rope_lint.rules.analysis.context import is_self_attribute
+from rope_lint.rules.analysis.context import is_self_attribute, walk
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 from rope_lint.transformers import banner, generated
 
@@ -487,7 +487,7 @@ def _self_attributes(code: ast.AST) -> tuple[set[str], set[str]]:
     or the rope codemod's read of a table's copy on a device. One walk, testing each node's exact type: a class's
     members are walked for each generated file that the fix changes."""
     stored, read = set(), set()
-    for node in ast.walk(code):
+    for node in walk(code):
         kind = type(node)
         if kind is ast.Attribute:
             if is_self_attribute(node):
