@@ -23,8 +23,9 @@ def findall(tree: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
 
 
 def _node_types(matcher: m.BaseMatcherNode) -> frozenset[type]:
-    """The LibCST node types that `matcher` can match: `m.Call` matches `cst.Call` only. A set of types: LibCST's nodes
-    are abstract base classes, whose `isinstance` costs several times a set lookup."""
+    """The LibCST node types that `matcher` can match: `m.Call` matches `cst.Call` only. A set of types, tested by a
+    node's exact type: LibCST's node classes derive from an abstract base class, which makes `isinstance` cost several
+    times a set lookup."""
     if isinstance(matcher, m.OneOf):
         return frozenset(kind for option in matcher.options for kind in _node_types(option))
     return frozenset([getattr(cst, type(matcher).__name__)])
