@@ -218,7 +218,7 @@ def fix(
     # still regenerates to them.
     outcomes = map_files(partial(fix_file, settings=settings, unsafe=unsafe, diff_only=diff, hold=True), files)
     outcomes = with_converter_import_layout(outcomes, diff_only=diff)
-    release_caches()  # the map's cached trees and origins are not read again: their memory goes to the checks below
+    release_caches()  # the map's and the layout's trees and origins are not read again: their memory goes to the checks
     verifications = None
     if verify:
         from rope_lint.verify.run import verified_outcomes

@@ -316,3 +316,29 @@ def test_a_fix_keeps_no_whole_tree_of_a_file_that_is_neither_generated_nor_a_mod
     outcome = fix_file(path, Settings(select_rules(["ALL"], []), tmp_path), unsafe=True, diff_only=True)
     assert outcome.fixed and "dtype=torch.int64" in outcome.diff
     assert generated.parsed_text.cache_info().currsize == 0
+
+
+def test_the_import_layout_parses_a_text_once_for_its_reads_and_its_heads_go_with_the_fixs_caches() -> None:
+    """A modular source is read for each file it generates, a generated file for its gap and the converter's: each
+    text's head is parsed once, and dropped with the trees that a fix's map keeps (`origins.release_caches`)."""
+    from rope_lint.fix.origins import release_caches
+    from rope_lint.transformers import import_layout
+
+    release_caches()
+    generated_text = "# header\n\nimport os\n\n\ndef f():\n    return os\n"
+    modular_text = "# header\nimport os\n\n\ndef f():\n    return os\n"
+    parses: list[str] = []
+    real_parsed_once = generated.parsed_once
+
+    def recording(text: str) -> ast.Module | None:
+        parses.append(text)
+        return real_parsed_once(text)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(generated, "parsed_once", recording)
+        for _ in range(2):
+            assert import_layout.import_gap(generated_text) == 1
+            assert import_layout.converter_gap(generated_text, modular_text) == 0
+    assert len(parses) == 2 and import_layout._head.cache_info().currsize == 2
+    release_caches()
+    assert import_layout._head.cache_info().currsize == 0

@@ -21,7 +21,7 @@ from rope_lint.engine import Settings, check_source
 from rope_lint.fix.names import ModuleNames
 from rope_lint.rules.analysis.rotary import is_table_name
 from rope_lint.rules.payloads import ClassRewrite
-from rope_lint.transformers import banner, generated
+from rope_lint.transformers import banner, generated, import_layout
 
 _ROOT_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 _CACHED_ORIGINS = 16  # the origins of one generated file: its modular source and a few parent models
@@ -86,10 +86,11 @@ def _meanings(text: str, tree: ast.Module | None) -> dict[str, str]:
 
 
 def release_caches() -> None:
-    """Drop the checked origins and the syntax trees that `generated` keeps: after a fix's map they are not read
-    again."""
+    """Drop the checked origins and the syntax trees that `generated` and the import layout keep: after a fix's map
+    and its layout they are not read again."""
     _checked_origin.cache_clear()
     generated.release_caches()
+    import_layout.release_cache()
 
 
 def carried_rewrites(path: Path, text: str, findings: list[Diagnostic]) -> list[Diagnostic]:

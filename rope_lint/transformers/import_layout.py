@@ -120,6 +120,11 @@ def _head(text: str) -> ast.Module | None:
     return generated.parsed_text(text)
 
 
+def release_cache() -> None:
+    """Drop the heads kept for the layout of a fix's files: not read again, and a whole tree each, for some."""
+    _head.cache_clear()
+
+
 def _first_line(node: ast.stmt) -> int:
     decorators = getattr(node, "decorator_list", [])
     return min([node.lineno, *(decorator.lineno for decorator in decorators)])
