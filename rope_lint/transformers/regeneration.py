@@ -477,15 +477,10 @@ def _undefined_reads(members: Members, inherited: set[str]) -> set[str]:
     return read - defined
 
 
-def _stored(code: ast.AST) -> set[str]:
-    """The attributes that `code` defines on `self`: assigned, registered, or set through `setattr`."""
-    return _self_attributes(code)[0]
-
-
 def _self_attributes(code: ast.AST) -> tuple[set[str], set[str]]:
-    """The attributes that `code` defines on `self` (`_stored`), and those it reads: `self.X`, `getattr(self, "X")`,
-    or the rope codemod's read of a table's copy on a device. One walk, testing each node's exact type: a class's
-    members are walked for each generated file that the fix changes."""
+    """The attributes that `code` defines on `self` (assigned, registered, or set through `setattr`), and those it
+    reads: `self.X`, `getattr(self, "X")`, or the rope codemod's read of a table's copy on a device. One walk, testing
+    each node's exact type: a class's members are walked for each generated file that the fix changes."""
     stored, read = set(), set()
     for node in walk(code):
         kind = type(node)
@@ -528,7 +523,7 @@ def _defined_by_bases(cls: ast.ClassDef, view: TreeView, path: str) -> set[str]:
         if not isinstance(base, ast.ClassDef) or name in seen:
             continue
         seen.add(name)
-        defined |= set(_members(base, "")) | _stored(base)
+        defined |= set(_members(base, "")) | _self_attributes(base)[0]
         pending += [parent.id for parent in base.bases if isinstance(parent, ast.Name)]
     return defined
 
