@@ -10,23 +10,32 @@ gathers its matcher decorators whenever it is made, 18 ms, once for every run of
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 from libcst.codemod import CodemodContext
 from rope_lint.codemods.rope_autocast import RopeAutocastCommand
-from rope_lint.codemods.rope_tables import TEXT, RopeTablesCommand
+from rope_lint.codemods.rope_tables import TEXT, TREE, RopeTablesCommand
 
 # The codemods that rule fixes name (a `ClassRewrite` payload's `codemod`), in the order they run.
 CODEMODS = {"rope_tables": RopeTablesCommand, "rope_autocast": RopeAutocastCommand}
 
 
 def apply_codemods(
-    module: cst.Module, names: list[str], filename: str | None = None, text: str | None = None
+    module: cst.Module,
+    names: list[str],
+    filename: str | None = None,
+    text: str | None = None,
+    tree: ast.Module | None = None,
 ) -> cst.Module:
-    """Run the named codemods on `module`, which is `filename` (whose whole text is `text`, where given) or a run of
-    its statements. The file's path lets a codemod read what lies outside the module, such as the source a `# Copied
-    from` class must stay equal to; its text, the classes a class of the module inherits from."""
+    """Run the named codemods on `module`, which is `filename` (whose whole text is `text`, and that text's syntax
+    tree `tree`, where given) or a run of its statements. The file's path lets a codemod read what lies outside the
+    module, such as the source a `# Copied from` class must stay equal to; its text, the classes a class of the module
+    inherits from, and the file's imports."""
+    given = {TEXT: text, TREE: tree} if text is not None else {}
+    scratch = {key: value for key, value in given.items() if value is not None}
     for name in sorted(names, key=list(CODEMODS).index):
-        context = CodemodContext(filename=filename, scratch={} if text is None else {TEXT: text})
+        context = CodemodContext(filename=filename, scratch=dict(scratch))
         # The command's own transform, without LibCST's metadata pass and deep copy, which it does not need.
         module = CODEMODS[name](context).transform_module_impl(module)
     return module

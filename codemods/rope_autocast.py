@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import CodemodCommand, CodemodContext
 from rope_lint.codemods.nodes import findall
-from rope_lint.codemods.rope_tables import rotary_class_names
+from rope_lint.codemods.rope_tables import file_text, file_tree, rotary_class_names
 
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
@@ -53,14 +52,10 @@ class RopeAutocastCommand(CodemodCommand):
 def _read_imports(context: CodemodContext, module: cst.Module) -> FileContext:
     """The file, read as far as the rules read its imports. From the file itself: rope-lint hands the codemod a run
     of the file's statements, without its imports. From the module when there is no file to read (a rule's example)."""
-    try:
-        text = Path(context.filename).read_text(encoding="utf-8") if context.filename else module.code
-    except (OSError, UnicodeDecodeError):
+    text = file_text(context)
+    if text is None:
         text = module.code
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        tree = ast.Module(body=[], type_ignores=[])
+    tree = file_tree(context, text) or ast.Module(body=[], type_ignores=[])
     return FileContext(context.filename or "", text, tree, ())
 
 

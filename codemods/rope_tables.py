@@ -71,7 +71,7 @@ from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodCommand
+from libcst.codemod import CodemodCommand, CodemodContext
 from rope_lint.codemods.nodes import findall
 
 from rope_lint.prefilter import candidates
@@ -90,9 +90,29 @@ from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
 _FP32_SUFFIX = "_fp32"
-# The key of the codemod context's scratch under which rope-lint gives the whole text of the file, of which the module
-# rewritten may be a run of statements.
+# The keys of the codemod context's scratch under which rope-lint gives the file of which the module rewritten may be
+# a run of statements: its whole text, and that text's syntax tree, which the fix has parsed already.
 TEXT = "rope_lint.text"
+TREE = "rope_lint.tree"
+
+
+def file_text(context: CodemodContext) -> str | None:
+    """The whole text of the file being rewritten: as rope-lint gives it (`TEXT`), else read from its path."""
+    if TEXT in context.scratch:
+        return context.scratch[TEXT]
+    if not context.filename:
+        return None
+    try:
+        return Path(context.filename).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def file_tree(context: CodemodContext, text: str) -> ast.Module | None:
+    """The syntax tree of `text`, the file's whole text (`file_text`): as rope-lint gives it (`TREE`), else parsed;
+    None where it does not parse."""
+    given = context.scratch.get(TREE)
+    return given if given is not None and context.scratch.get(TEXT) is text else generated.parsed_text(text)
 
 
 class RopeTablesCommand(CodemodCommand):
@@ -112,8 +132,8 @@ class RopeTablesCommand(CodemodCommand):
         bases = {base.id for name in movable for base in classes[name].bases if isinstance(base, ast.Name)}
         if bases - classes.keys():
             # The module may be a run of the file's statements: the other bases are read from the whole text.
-            text = self._file_text()
-            whole = generated.parsed_text(text) if text else None
+            text = file_text(self.context)
+            whole = file_tree(self.context, text) if text else None
             classes = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
         # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
         construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
@@ -129,17 +149,6 @@ class RopeTablesCommand(CodemodCommand):
         text, _, _ = with_table_on_device(fixed.code)
         return fixed if text == fixed.code else cst.parse_module(text)
 
-    def _file_text(self) -> str | None:
-        """The whole text of the file being rewritten: as rope-lint gives it (`TEXT`), else read from its path."""
-        if TEXT in self.context.scratch:
-            return self.context.scratch[TEXT]
-        if not self.context.filename:
-            return None
-        try:
-            return Path(self.context.filename).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-
     def _sources(self, classes: set[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         """For each of `classes`: the code of its `# Copied from` sources, and of the parent models' classes that
         regenerating it from a modular source merges into it (`transformers.generated.inherited_classes`). Its
@@ -150,7 +159,7 @@ class RopeTablesCommand(CodemodCommand):
         """
         copied: dict[str, list[str]] = {name: [] for name in classes}
         inherited: dict[str, list[str]] = {name: [] for name in classes}
-        text = self._file_text()
+        text = file_text(self.context)
         if text is None or not self.context.filename:  # the sources are found through the file's path
             return copied, inherited
         path = Path(self.context.filename)

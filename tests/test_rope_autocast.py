@@ -311,3 +311,29 @@ def test_how_an_operand_is_upcast_through_the_names_it_is_bound_to(
     ctx = FileContext("rotary.py", source, tree, ())
     inputs = autocast.ProductInputs(function, ())
     assert inputs.upcast(ctx, ast.parse("t[:, None]", mode="eval").body) is expected
+
+
+def test_the_codemods_read_the_files_imports_from_the_text_and_tree_that_rope_lint_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rope-lint hands a codemod a run of the file's statements, with the file's whole text and the syntax tree that
+    the fix parsed: the codemod reads the file's imports from them, and neither reads the file again nor parses it."""
+    from rope_lint.codemods import apply_codemods
+
+    example = next(e for e in RopeAutocast.examples if isinstance(e, Invalid) and e.fixed is not None)
+    assert example.fixed is not None
+
+    def aliased(code: str) -> str:  # torch under a name that only the file's imports tell
+        return code.replace("import torch\n", "import torch as th\n").replace("torch.", "th.")
+
+    source = aliased(example.code)
+    chunk = source[source.index("class ") :]  # the class, without the import
+    parsed: list[str] = []
+    parse = ast.parse
+    tree = parse(source)
+    monkeypatch.setattr(ast, "parse", lambda text, *args, **kwargs: parsed.append(text) or parse(text, *args, **kwargs))
+    module = cst.parse_module(chunk)
+    fixed = apply_codemods(module, ["rope_autocast"], filename="not/on/disk.py", text=source, tree=tree)
+    fixed_source = aliased(example.fixed)
+    assert fixed.code == fixed_source[fixed_source.index("class ") :]
+    assert source not in parsed

@@ -266,7 +266,7 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
         pieces.append("".join(lines[done : first - 1]))
         new_first = new_done + first - 1 - done
         old_chunk = lines[first - 1 : last]
-        fixed, fixed_here = _fix_chunk("".join(old_chunk), inside, first - 1, names, source)
+        fixed, fixed_here = _fix_chunk("".join(old_chunk), inside, first - 1, names, source, tree)
         new_chunk = physical_lines(fixed)
         regions += [
             (first - 1 + a, first - 1 + b, new_first + c, new_first + d)
@@ -367,10 +367,10 @@ _BATCH_LINES = 400
 
 
 def _fix_chunk(
-    chunk: str, diagnostics: list[Diagnostic], line_offset: int, names: ModuleNames, source: str
+    chunk: str, diagnostics: list[Diagnostic], line_offset: int, names: ModuleNames, source: str, tree: ast.Module
 ) -> tuple[str, list[Diagnostic]]:
-    """Apply the findings' fixes to a run of top-level statements of `source` that starts after `line_offset`
-    lines."""
+    """Apply the findings' fixes to a run of top-level statements of `source` (whose syntax tree is `tree`) that starts
+    after `line_offset` lines."""
     # Findings whose fix is a codemod over their whole class (the RPL2xx family) are fixed after the others.
     codemod_fixes = [d for d in diagnostics if d.fix is not None and isinstance(d.fix.payload, ClassRewrite)]
     by_range: dict[Range, list[Diagnostic]] = {}
@@ -390,9 +390,9 @@ def _fix_chunk(
         from rope_lint.codemods import apply_codemods
 
         # The findings' path is the file's: the rope codemod reads a copy's `# Copied from` source through it, and the
-        # bases of a class from the whole text.
+        # bases of a class and the file's imports from the whole text's tree.
         codemods = sorted({d.fix.payload.codemod for d in codemod_fixes if d.fix})
-        fixed = apply_codemods(fixed, codemods, filename=codemod_fixes[0].path, text=source)
+        fixed = apply_codemods(fixed, codemods, filename=codemod_fixes[0].path, text=source, tree=tree)
     # LibCST drops the form feeds that start a module, which are the start of this run's first line.
     lost = chunk[: len(chunk) - len(chunk.lstrip("\x0c"))]
     return lost + fixed.code.lstrip("\x0c"), applied + codemod_fixes
