@@ -283,9 +283,11 @@ def map_files(
     files: Iterable[Item],
     processes: int | None = None,
     items_per_process: int | None = None,
+    fewest: int = LARGE_RUN,
 ) -> list[T]:
     """`work` on every file (or other item: the probe's classes), spread over `processes` processes (one per core by
-    default) when there are enough items to repay the start-up. With `items_per_process`, each forked process takes
+    default) when there are enough items to repay the start-up: `fewest`, by default as many as a check of files
+    needs, fewer for costlier items. With `items_per_process`, each forked process takes
     that many items and ends, and a fresh one takes the next: the memory that one item's work leaves fragmented does
     not raise the next items' peaks (the probe's classes: large tables of many sizes). Where there is no fork, a pool
     of long-lived processes takes them all.
@@ -298,11 +300,11 @@ def map_files(
     """
     processes = processes or os.cpu_count() or 1
     items = iter(files)
-    first = list(itertools.islice(items, LARGE_RUN))
-    if len(first) == LARGE_RUN and processes >= 2 and hasattr(os, "fork") and items_per_process:
+    first = list(itertools.islice(items, fewest))
+    if len(first) == fewest and processes >= 2 and hasattr(os, "fork") and items_per_process:
         return _fresh_forks_map(work, itertools.chain(first, items), processes, items_per_process)
     every = [*first, *items]
-    if len(every) < LARGE_RUN or processes < 2:
+    if len(every) < fewest or processes < 2:
         return [work(path) for path in every]
     if hasattr(os, "fork"):
         return _forked_map(work, every, processes)

@@ -3,6 +3,7 @@ findings, 1 remaining" where 2 were fixed)."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import libcst as cst
@@ -50,9 +51,13 @@ def partial_codemod(monkeypatch: pytest.MonkeyPatch):
     real = codemods.apply_codemods
 
     def first_class_only(
-        module: cst.Module, names: list[str], filename: str | None = None, text: str | None = None
+        module: cst.Module,
+        names: list[str],
+        filename: str | None = None,
+        text: str | None = None,
+        tree: ast.Module | None = None,
     ) -> cst.Module:
-        return module.visit(_OnlyFirstClass(real(module, names, filename, text)))
+        return module.visit(_OnlyFirstClass(real(module, names, filename, text, tree)))
 
     monkeypatch.setattr(codemods, "apply_codemods", first_class_only)
 

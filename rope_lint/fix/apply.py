@@ -20,14 +20,15 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
+from rope_lint import ruff
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
 from rope_lint.files import SourceFile
-from rope_lint.fix.formatting import changed_regions, formatted_like_original
+from rope_lint.fix.formatting import changed_regions, formatted_like_original, original_diffs
 from rope_lint.fix.names import ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
-from rope_lint.fix.tidy import imports_tidied
+from rope_lint.fix.tidy import imports_tidied, original_codes
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import rule_class
 from rope_lint.rules.analysis.context import physical_lines
@@ -80,6 +81,34 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
     """Check one file and apply its fixes: written atomically, or shown as a unified diff. With `hold`, nothing is
     written either way: a changed file's fixed text is held in the outcome, for `with_held_fix_written` to write, or
     `without_held_fix` to drop, once it is verified."""
+    draft = drafted(path, settings, unsafe)
+    return finished(draft, settings, diff_only, hold) if isinstance(draft, FixDraft) else draft
+
+
+@dataclass
+class FixDraft:
+    """A file's fixes applied (`drafted`), before ruff formats and tidies them (`finished`): the file as read, its
+    findings, the rewrites carried from the files it is generated from, and the fixed text."""
+
+    path: Path
+    source: SourceFile
+    found: list[Diagnostic]
+    carried: list[Diagnostic]
+    result: FixResult
+
+
+@dataclass(frozen=True)
+class RuffOnOriginal:
+    """What ruff says of a file as the fix read it, asked of every file a fix rewrites at once (`ruff_on_originals`):
+    its diff under `ruff format`, and its import codes under `ruff check`."""
+
+    diff: str | None
+    import_codes: set[str] | None
+
+
+def drafted(path: Path, settings: Settings, unsafe: bool) -> FixDraft | FileFixOutcome:
+    """The first half of `fix_file`: the file checked and its fixes applied; the outcome itself where it has none to
+    apply, or where they fail."""
     source = read_triggered(path, settings)
     if source is None:
         return FileFixOutcome(str(path))
@@ -91,24 +120,71 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
     if not chosen + carried:
         return FileFixOutcome(str(path), remaining=found)
     try:
-        result = apply_fixes(source.text, chosen + carried)
+        return FixDraft(path, source, found, carried, apply_fixes(source.text, chosen + carried))
+    except Exception as error:
+        return _failed(path, found, error)
+
+
+def finished(
+    draft: FixDraft,
+    settings: Settings,
+    diff_only: bool,
+    hold: bool,
+    originals: dict[Path, RuffOnOriginal] | None = None,
+) -> FileFixOutcome:
+    """The second half of `fix_file`: the drafted text formatted and tidied by ruff, written unless `diff_only` or
+    `hold`, and checked again. `originals` say what ruff says of files as they were, where it was asked already
+    (`ruff_on_originals`)."""
+    path, source, found, result = draft.path, draft.source, draft.found, draft.result
+    original = (originals or {}).get(path, RuffOnOriginal(None, None))
+    try:
         # ruff works after the check in `apply_fixes`: a formatted or tidied text is kept only if it compiles too, and
         # otherwise the text that did is written.
-        formatted = _compiling_or(formatted_like_original(path, source.text, result.text, result.regions), result.text)
-        result.text = _compiling_or(imports_tidied(path, source.text, formatted), formatted)
+        formatted = formatted_like_original(path, source.text, result.text, result.regions, original.diff)
+        formatted = _compiling_or(formatted, result.text)
+        text = _compiling_or(imports_tidied(path, source.text, formatted, original.import_codes), formatted)
         if not (diff_only or hold):
-            write_atomically(source, result.text)
-    except (UnsafeResultError, OSError) as error:
+            write_atomically(source, text)
+    except Exception as error:
+        return _failed(path, found, error)
+    diff = _unified_diff(path, source.text, text) if diff_only else ""
+    remaining = check_source(str(path), text, settings)
+    changed = text != source.text
+    original_text = source.text if changed and not (diff_only or hold) else None
+    held = HeldFix(source, text, found) if changed and hold else None
+    fixed = gone([d for d in result.applied if d not in draft.carried], found, remaining)
+    return FileFixOutcome(str(path), fixed, remaining, diff, original=original_text, held=held)
+
+
+def _failed(path: Path, found: list[Diagnostic], error: Exception) -> FileFixOutcome:
+    """The outcome of a fix that failed: nothing was written, and the file keeps its findings."""
+    if isinstance(error, UnsafeResultError | OSError):
         return FileFixOutcome(str(path), remaining=found, error=str(error))
-    except Exception as error:  # a rule's fix that fails is that file's problem, not the run's; nothing was written
-        return FileFixOutcome(str(path), remaining=found, error=f"a fix failed, file left as it was: {error!r}")
-    diff = _unified_diff(path, source.text, result.text) if diff_only else ""
-    remaining = check_source(str(path), result.text, settings)
-    changed = result.text != source.text
-    original = source.text if changed and not (diff_only or hold) else None
-    held = HeldFix(source, result.text, found) if changed and hold else None
-    fixed = gone([d for d in result.applied if d not in carried], found, remaining)
-    return FileFixOutcome(str(path), fixed, remaining, diff, original=original, held=held)
+    # A rule's fix that fails is that file's problem, not the run's.
+    return FileFixOutcome(str(path), remaining=found, error=f"a fix failed, file left as it was: {error!r}")
+
+
+def ruff_on_originals(drafts: list[FixDraft]) -> dict[Path, RuffOnOriginal]:
+    """What ruff says of each drafted file as it was read, asked in two runs for them all, of the files on disk: a
+    run of ruff costs about 8 ms, most of it its start, and each changed file would take two. Only a file whose bytes
+    on disk are still its UTF-8 text is asked (ruff reads UTF-8), and only one that ruff formats at all
+    (`ruff.LARGEST_TEXT`); the others ask ruff of their text themselves."""
+    asked = {
+        os.path.abspath(draft.path): draft
+        for draft in drafts
+        if max(len(draft.source.text), len(draft.result.text)) <= ruff.LARGEST_TEXT
+        and draft.source.data == draft.source.text.encode("utf-8")
+    }
+    if not asked:
+        return {}
+    paths = sorted(asked)
+    diffs, codes = original_diffs(paths), original_codes(paths)
+    answers = {}
+    for path in paths:
+        # ruff read the file after the fix did: what it read is what the fix read only where the bytes are unchanged.
+        if read_bytes(path) == asked[path].source.data:
+            answers[asked[path].path] = RuffOnOriginal(diffs.get(path), codes.get(path))
+    return answers
 
 
 def _unified_diff(path: Path | str, before: str, after: str) -> str:

@@ -8,23 +8,29 @@ as it was, and every copy of a class gets the same result. Without ruff, the fix
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from rope_lint import ruff
 from rope_lint.rules.analysis.context import physical_lines
 
 
-def formatted_like_original(path: Path, original: str, fixed: str, regions: list[tuple[int, int, int, int]]) -> str:
+def formatted_like_original(
+    path: Path, original: str, fixed: str, regions: list[tuple[int, int, int, int]], original_diff: str | None = None
+) -> str:
     """`fixed` with its changed `regions` (old first, old end, new first, new end line indexes, ends exclusive)
-    formatted by ruff where ruff leaves the original as it is."""
+    formatted by ruff where ruff leaves the original as it is. `original_diff` is ruff's diff of the original, where
+    it was asked already (`original_diffs`)."""
     command = ruff.command()
     regions = [region for region in regions if region[1] > region[0] and region[3] > region[2]]
     if command is None or not regions or len(fixed) > ruff.LARGEST_TEXT:
         return fixed
     # A file that ruff leaves as it is (its diff is empty) gets the whole fixed text formatted at once: ruff changes
     # only the rewritten lines of it, and two runs cost less than two a region, a run each over the whole text.
-    arguments = ["format", "--quiet", "--diff", "--range", f"1-{len(physical_lines(original)) + 1}"]
-    diff = ruff.run_on_text(command, arguments, path, original, allowed=(0, 1))  # 1: the text would change
+    diff = original_diff
+    if diff is None:
+        arguments = ["format", "--quiet", "--diff", "--range", f"1-{len(physical_lines(original)) + 1}"]
+        diff = ruff.run_on_text(command, arguments, path, original, allowed=(0, 1))  # 1: the text would change
     if diff == "":
         return _format_range(command, path, fixed, 1, len(physical_lines(fixed))) or fixed
     reformatted = _removed_lines(diff or "")
@@ -48,6 +54,64 @@ def formatted_like_original(path: Path, original: str, fixed: str, regions: list
 
 # Regions formatted one by one in a file that ruff would change elsewhere.
 _MOST_REGIONS = 32
+
+
+def original_diffs(paths: list[str]) -> dict[str, str]:
+    """ruff's diff of each file at `paths` (absolute), formatted whole as it is on disk, in one run: what
+    `formatted_like_original` asks of an original, for all the files a fix rewrites. A file that ruff leaves as it is
+    has an empty diff; none where ruff fails or its output is not read as expected (each file is then asked alone)."""
+    command = ruff.command()
+    output = ruff.run_on_files(command, ["format", "--quiet", "--diff"], paths, allowed=(0, 1)) if command else None
+    if output is None:
+        return {}
+    diffs = dict.fromkeys(paths, "")
+    lines = output.split("\n")
+    index = 0
+    while index < len(lines):
+        if not lines[index]:  # the blank line after each file's diff
+            index += 1
+            continue
+        end = _diff_end(lines, index)
+        path = ruff.output_path(lines[index][4:]) if end is not None else None
+        if path not in diffs or diffs[path]:
+            return {}
+        diffs[path] = "\n".join(lines[index:end]) + "\n"
+        index = end
+    return diffs
+
+
+def _diff_end(lines: list[str], start: int) -> int | None:
+    """Where the unified diff of one file that starts at `lines[start]` ends: past its two header lines and its hunks,
+    each as long as its header says (a removed line may itself start with `---`). None where it is not such a diff."""
+    if not (lines[start].startswith("--- ") and start + 1 < len(lines) and lines[start + 1].startswith("+++ ")):
+        return None
+    index = start + 2
+    while index < len(lines) and lines[index].startswith("@@ "):
+        counts = _HUNK.match(lines[index])
+        if counts is None:
+            return None
+        old, new = (int(count) if count is not None else 1 for count in counts.groups())
+        index += 1
+        while (old > 0 or new > 0) and index < len(lines):
+            line = lines[index]
+            if line.startswith(" "):
+                old, new = old - 1, new - 1
+            elif line.startswith("-"):
+                old -= 1
+            elif line.startswith("+"):
+                new -= 1
+            elif not line.startswith("\\"):  # `\ No newline at end of file` counts as neither
+                return None
+            index += 1
+        if old or new:
+            return None
+        while index < len(lines) and lines[index].startswith("\\"):
+            index += 1
+    return index
+
+
+# A hunk's header: `@@ -first[,count] +first[,count] @@`, a count of 1 left out.
+_HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
 def _removed_lines(diff: str) -> set[int]:

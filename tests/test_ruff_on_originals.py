@@ -1,0 +1,134 @@
+"""What ruff says of the files a fix rewrites, as they were, is asked of them on disk in one run for them all
+(`fix.apply.ruff_on_originals`), between the fix's two maps: the answers are those that each file would get alone,
+and the fix writes what it wrote when each file asked alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rope_lint import api, engine, ruff
+from rope_lint.engine import Settings
+from rope_lint.fix import apply, formatting, tidy
+from rope_lint.rules import select_rules
+
+FIXABLE = "import torch\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n"
+ORIGINALS = {
+    "clean.py": FIXABLE,
+    # ruff rewrites `-- x` as `--x`: the line its diff removes reads `--- x`, as the header of a file's diff does.
+    "dashes.py": FIXABLE + "\n\nx = ( 1 )\n-- x\n",
+    "no_newline_at_end.py": FIXABLE + "\n\ny=2",
+    "unused_import.py": "import os\n" + FIXABLE,
+    "unsorted.py": "import torch\nimport os\n" + FIXABLE[len("import torch\n") :] + "\nos.sep\n",
+}
+
+
+@pytest.fixture
+def command() -> list[str]:
+    found = ruff.command()
+    assert found is not None, "ruff is a test dependency"
+    return found
+
+
+def _written(folder: Path, originals: dict[str, str]) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in originals.items():
+        (folder / name).write_text(text)
+    return sorted(os.path.abspath(folder / name) for name in originals)
+
+
+# A line that ruff's default settings break, and a project's of 120 columns does not.
+OF_NO_PROJECT = {"long_line.py": FIXABLE + "\n\nlong = [" + ", ".join(["1000000"] * 11) + "]\n"}
+
+
+@pytest.mark.parametrize("where", ["the files' folder", "another project"])
+def test_one_run_each_answers_as_each_file_asked_alone(
+    tmp_path: Path, command: list[str], where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the current folder: a file of no project gets ruff's default settings either way, not those of the
+    project the command runs in."""
+    paths = _written(tmp_path / "package", {**ORIGINALS, **OF_NO_PROJECT})
+    if where == "another project":
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "pyproject.toml").write_text('[tool.ruff]\nline-length = 120\n[tool.ruff.lint]\nselect = ["E"]\n')
+        monkeypatch.chdir(project)
+    else:
+        monkeypatch.chdir(tmp_path / "package")
+    diffs, codes = formatting.original_diffs(paths), tidy.original_codes(paths)
+    assert sorted(diffs) == sorted(codes) == paths
+    for path in paths:
+        text = Path(path).read_text()
+        whole = ["format", "--quiet", "--diff", "--range", f"1-{len(text.splitlines()) + 1}"]
+        alone = ruff.run_on_text(command, whole, path, text, allowed=(0, 1))
+        assert alone is not None
+        assert (diffs[path] == "") is (alone == ""), path
+        assert formatting._removed_lines(diffs[path]) == formatting._removed_lines(alone), path
+        assert codes[path] == tidy._codes(command, Path(path), text), path
+    named = {Path(path).name: path for path in paths}
+    assert diffs[named["clean.py"]] == ""
+    assert "--- x" in diffs[named["dashes.py"]]
+    assert "F401" in codes[named["unused_import.py"]] and diffs[named["long_line.py"]] != ""  # the default settings
+
+
+def test_a_file_ruff_cannot_read_as_the_fix_read_it_asks_ruff_alone(tmp_path: Path, command: list[str]) -> None:
+    """A file in another encoding than UTF-8 (which ruff reads), or whose bytes changed on disk after the fix read
+    them, gets no answer from the run for all: it asks ruff of its text itself."""
+    originals = {**ORIGINALS, "latin1.py": "# -*- coding: latin-1 -*-\n# café\n" + FIXABLE}
+    folder = tmp_path / "package"
+    _written(folder, originals)
+    (folder / "latin1.py").write_bytes((folder / "latin1.py").read_text().encode("latin-1"))
+    settings = Settings(select_rules(["ALL"], []), tmp_path)
+    drafts = [apply.drafted(folder / name, settings, unsafe=False) for name in sorted(originals)]
+    assert all(isinstance(draft, apply.FixDraft) for draft in drafts)
+    (folder / "clean.py").write_text(FIXABLE + "\n")  # changed after the fix read it
+    answers = apply.ruff_on_originals(drafts)  # type: ignore[arg-type]
+    assert sorted(path.name for path in answers) == sorted(set(originals) - {"latin1.py", "clean.py"})
+    assert all(answer.diff is not None and answer.import_codes is not None for answer in answers.values())
+
+
+def test_a_fix_asks_ruff_about_the_originals_once_for_all_and_writes_what_each_file_alone_would(
+    tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alone, together = tmp_path / "alone" / "package", tmp_path / "together" / "package"
+    _written(alone, ORIGINALS)
+    settings = Settings(select_rules(["ALL"], []), tmp_path)
+    for name in ORIGINALS:
+        assert apply.fix_file(alone / name, settings, unsafe=False, diff_only=False).error is None
+    shutil.copytree(alone.parent, together.parent, dirs_exist_ok=True)
+    _written(together, ORIGINALS)
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # every run of ruff in this process, where it is counted
+    whole_original, on_files = [], []
+    run_on_text, run_on_files = ruff.run_on_text, ruff.run_on_files
+
+    def text_run(command: list[str], arguments: list[str], path: object, text: str, **keywords: object) -> str | None:
+        # What the run for all answers: an original's diff, and its codes (a region of one is still asked alone).
+        if "--diff" in arguments or (arguments[0] == "check" and text in ORIGINALS.values()):
+            whole_original.append(arguments[0])
+        return run_on_text(command, arguments, path, text, **keywords)  # type: ignore[arg-type]
+
+    def files_run(command: list[str], arguments: list[str], paths: list[str], **keywords: object) -> str | None:
+        on_files.append(arguments[0])
+        return run_on_files(command, arguments, paths, **keywords)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ruff, "run_on_text", text_run)
+    monkeypatch.setattr(ruff, "run_on_files", files_run)
+    report = api.fix([str(together)])
+    assert report.files_changed == len(ORIGINALS)
+    assert sorted(on_files) == ["check", "format"]
+    assert whole_original == []
+    for name in ORIGINALS:
+        assert (together / name).read_text() == (alone / name).read_text(), name
+
+
+def test_costly_items_are_spread_over_processes_from_fewer_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[list[int]] = []
+    monkeypatch.setattr(engine, "_forked_map", lambda work, files, processes: forked.append(files) or files)
+    assert engine.map_files(abs, [1, 2], processes=2) == [1, 2]  # a check of two files: in this process
+    assert forked == []
+    assert engine.map_files(abs, [1, 2], processes=2, fewest=2) == [1, 2]
+    assert forked == [[1, 2]]
