@@ -192,12 +192,10 @@ def fix(
     from pathlib import Path
 
     from rope_lint.fix.apply import (
-        FixDraft,
         drafted,
-        finished,
         regeneration_kept,
-        ruff_on_originals,
         with_converter_import_layout,
+        with_drafts_finished,
         with_held_fix_written,
     )
     from rope_lint.fix.origins import release_caches
@@ -217,17 +215,11 @@ def fix(
     files = [Path(path) for path in with_origins if path not in refused]
     if not diff:
         remove_stale_temporaries(files)
-    # Fixed in two maps, with what ruff says of the files the first one rewrote asked in between, in one run for all.
     # The fixed texts are held back: written once verified (with `verify`), and kept only where a transformers tree
-    # still regenerates to them.
-    outcomes = map_files(partial(drafted, settings=settings, unsafe=unsafe), files)
-    drafts = [(number, draft) for number, draft in enumerate(outcomes) if isinstance(draft, FixDraft)]
-    originals = ruff_on_originals([draft for _, draft in drafts])
-    finish = partial(finished, settings=settings, diff_only=diff, hold=True, originals=originals)
-    # Each draft costs tens of milliseconds of ruff's runs and a check: two are worth a second process.
-    finishes = map_files(finish, [draft for _, draft in drafts], fewest=2)
-    for (number, _), outcome in zip(drafts, finishes, strict=True):
-        outcomes[number] = outcome
+    # still regenerates to them. Each process asks ruff about the files it rewrote at once, when it has taken its
+    # last file (`with_drafts_finished`).
+    finish = partial(with_drafts_finished, settings=settings, diff_only=diff, hold=True)
+    outcomes = map_files(partial(drafted, settings=settings, unsafe=unsafe), files, finish=finish)
     outcomes = with_converter_import_layout(outcomes, diff_only=diff)
     release_caches()  # the map's and the layout's trees and origins are not read again: their memory goes to the checks
     verifications = None

@@ -283,11 +283,12 @@ def map_files(
     files: Iterable[Item],
     processes: int | None = None,
     items_per_process: int | None = None,
-    fewest: int = LARGE_RUN,
+    finish: Callable[[list[T]], list[T]] | None = None,
 ) -> list[T]:
     """`work` on every file (or other item: the probe's classes), spread over `processes` processes (one per core by
-    default) when there are enough items to repay the start-up: `fewest`, by default as many as a check of files
-    needs, fewer for costlier items. With `items_per_process`, each forked process takes
+    default) when there are enough items to repay the start-up. With `finish`, each process passes the results of
+    its items through it once it has taken its last item, before it hands them back: work that costs less done for
+    many results at once (ruff's runs on the files a fix rewrote). With `items_per_process`, each forked process takes
     that many items and ends, and a fresh one takes the next: the memory that one item's work leaves fragmented does
     not raise the next items' peaks (the probe's classes: large tables of many sizes). Where there is no fork, a pool
     of long-lived processes takes them all.
@@ -300,22 +301,33 @@ def map_files(
     """
     processes = processes or os.cpu_count() or 1
     items = iter(files)
-    first = list(itertools.islice(items, fewest))
-    if len(first) == fewest and processes >= 2 and hasattr(os, "fork") and items_per_process:
-        return _fresh_forks_map(work, itertools.chain(first, items), processes, items_per_process)
+    first = list(itertools.islice(items, LARGE_RUN))
+    if len(first) == LARGE_RUN and processes >= 2 and hasattr(os, "fork") and items_per_process:
+        return _fresh_forks_map(work, itertools.chain(first, items), processes, items_per_process, finish)
     every = [*first, *items]
-    if len(every) < fewest or processes < 2:
-        return [work(path) for path in every]
+    if len(every) < LARGE_RUN or processes < 2:
+        return _finished(finish, [work(path) for path in every])
     if hasattr(os, "fork"):
-        return _forked_map(work, every, processes)
+        return _forked_map(work, every, processes, finish)
     from concurrent.futures import ProcessPoolExecutor  # where there is no fork: Windows
 
     chunk = max(1, len(every) // (processes * 32))  # small enough that a slow file at the end does not idle a core
     with ProcessPoolExecutor(max_workers=processes) as pool:
-        return list(pool.map(work, every, chunksize=chunk))
+        return _finished(finish, list(pool.map(work, every, chunksize=chunk)))
 
 
-def _forked_map(work: Callable[[Item], T], files: list[Item], processes: int) -> list[T]:
+def _finished(finish: Callable[[list[T]], list[T]] | None, results: list[T]) -> list[T]:
+    return finish(results) if finish is not None else results
+
+
+def _indexes_kept(finish: Callable[[list[T]], list[T]], done: list[tuple[int, T]]) -> list[tuple[int, T]]:
+    """`finish` of the results of indexed work (`_indexed`), with their indexes."""
+    return list(zip([index for index, _ in done], finish([result for _, result in done]), strict=True))
+
+
+def _forked_map(
+    work: Callable[[Item], T], files: list[Item], processes: int, finish: Callable[[list[T]], list[T]] | None = None
+) -> list[T]:
     """`work` on `files` in this process and `processes - 1` forked children, each taking the next file that none has
     taken yet (a counter in shared memory): a tree's few costly files (those a fix rewrites) end where they end, not
     in one process's fixed share while the others idle (every n-th file each: the fix of transformers 4.37.2
@@ -325,9 +337,10 @@ def _forked_map(work: Callable[[Item], T], files: list[Item], processes: int) ->
 
     taken = Value("q", 0)
     indexed = partial(_indexed, work)
-    children = [_forked(indexed, _untaken(files, taken)) for _ in range(1, processes)]
+    finish_indexed = partial(_indexes_kept, finish) if finish is not None else None
+    children = [_forked(indexed, _untaken(files, taken), finish_indexed) for _ in range(1, processes)]
     results: list[T] = [None] * len(files)  # type: ignore[list-item]
-    done = [indexed(item) for item in _untaken(files, taken)]
+    done = _finished(finish_indexed, [indexed(item) for item in _untaken(files, taken)])
     for child in children:
         done += _results_of(child)
     for index, result in done:
@@ -352,7 +365,11 @@ def _indexed(work: Callable[[Item], T], item: tuple[int, Item]) -> tuple[int, T]
 
 
 def _fresh_forks_map(
-    work: Callable[[Item], T], files: Iterator[Item], processes: int, items_per_process: int
+    work: Callable[[Item], T],
+    files: Iterator[Item],
+    processes: int,
+    items_per_process: int,
+    finish: Callable[[list[T]], list[T]] | None = None,
 ) -> list[T]:
     """`work` on `files` in forked children of `items_per_process` files each, `processes` of them at a time, each
     started once its files are found; this process only finds the files, starts the children and collects their
@@ -366,7 +383,7 @@ def _fresh_forks_map(
         while chunk := list(itertools.islice(files, items_per_process)):
             if len(running) == processes:
                 results += _results_of(running.pop(0))
-            running.append(_forked(work, chunk))
+            running.append(_forked(work, chunk, finish))
     except BaseException:
         for pid, read in running:
             os.kill(pid, signal.SIGKILL)
@@ -378,9 +395,11 @@ def _fresh_forks_map(
     return results
 
 
-def _forked(work: Callable[[Item], T], files: Iterable[Item]) -> tuple[int, int]:
-    """A forked child that runs `work` on `files` and sends its results back pickled through a pipe: (its pid, the
-    pipe's end to read)."""
+def _forked(
+    work: Callable[[Item], T], files: Iterable[Item], finish: Callable[[list[T]], list[T]] | None = None
+) -> tuple[int, int]:
+    """A forked child that runs `work` on `files` (its results passed through `finish`, where given) and sends its
+    results back pickled through a pipe: (its pid, the pipe's end to read)."""
     import pickle
 
     parent = os.getpid()
@@ -392,7 +411,8 @@ def _forked(work: Callable[[Item], T], files: Iterable[Item]) -> tuple[int, int]
             os.close(read)
             die_with_parent()
             try:
-                payload = pickle.dumps((True, [_unless_orphaned(work, path, parent) for path in files]))
+                done = _finished(finish, [_unless_orphaned(work, path, parent) for path in files])
+                payload = pickle.dumps((True, done))
             except BaseException as error:  # handed to the parent, which raises it as a pool would
                 payload = pickle.dumps((False, error))
             with os.fdopen(write, "wb") as stream:

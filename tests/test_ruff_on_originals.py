@@ -125,10 +125,20 @@ def test_a_fix_asks_ruff_about_the_originals_once_for_all_and_writes_what_each_f
         assert (together / name).read_text() == (alone / name).read_text(), name
 
 
-def test_costly_items_are_spread_over_processes_from_fewer_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    forked: list[list[int]] = []
-    monkeypatch.setattr(engine, "_forked_map", lambda work, files, processes: forked.append(files) or files)
-    assert engine.map_files(abs, [1, 2], processes=2) == [1, 2]  # a check of two files: in this process
-    assert forked == []
-    assert engine.map_files(abs, [1, 2], processes=2, fewest=2) == [1, 2]
-    assert forked == [[1, 2]]
+def _tagged(results: list[int]) -> list[tuple[int, int, int]]:
+    return [(os.getpid(), len(results), result) for result in results]
+
+
+def test_each_process_finishes_the_results_of_its_items_once_it_has_taken_the_last() -> None:
+    """The fix's processes ask ruff about the files they rewrote in one run each: `map_files` passes each process's
+    results through `finish` once, whichever items the process took."""
+    items = list(range(engine.LARGE_RUN * 3))
+    finished = engine.map_files(abs, items, processes=2, finish=_tagged)
+    assert [result for _, _, result in finished] == items
+    by_process: dict[int, set[int]] = {}
+    for pid, finished_together, _ in finished:
+        by_process.setdefault(pid, set()).add(finished_together)
+    assert 1 <= len(by_process) <= 2
+    assert all(len(sizes) == 1 for sizes in by_process.values())  # one call of `finish` in each process
+    assert sum(size for sizes in by_process.values() for size in sizes) == len(items)
+    assert engine.map_files(abs, [3, 4], processes=2, finish=_tagged) == [(os.getpid(), 2, 3), (os.getpid(), 2, 4)]

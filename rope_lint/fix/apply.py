@@ -164,6 +164,18 @@ def _failed(path: Path, found: list[Diagnostic], error: Exception) -> FileFixOut
     return FileFixOutcome(str(path), remaining=found, error=f"a fix failed, file left as it was: {error!r}")
 
 
+def with_drafts_finished(
+    results: list[FixDraft | FileFixOutcome], settings: Settings, diff_only: bool, hold: bool
+) -> list[FileFixOutcome]:
+    """The results of `drafted` with each draft `finished`, what ruff says of their files as they were asked at once
+    (`ruff_on_originals`)."""
+    originals = ruff_on_originals([result for result in results if isinstance(result, FixDraft)])
+    return [
+        finished(result, settings, diff_only, hold, originals) if isinstance(result, FixDraft) else result
+        for result in results
+    ]
+
+
 def ruff_on_originals(drafts: list[FixDraft]) -> dict[Path, RuffOnOriginal]:
     """What ruff says of each drafted file as it was read, asked in two runs for them all, of the files on disk: a
     run of ruff costs about 8 ms, most of it its start, and each changed file would take two. Only a file whose bytes
