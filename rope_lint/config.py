@@ -99,16 +99,22 @@ def _read(pyproject: str) -> dict:
         raise ConfigError(f"{pyproject}: cannot read: not UTF-8 ({error.reason} at byte {error.start})") from None
     if not _may_hold_section(text):
         return {}  # most projects have no section of ours: importing a TOML parser costs more than a check
+    try:
+        return parsed_toml(text)
+    except ValueError as error:  # tomllib's TOMLDecodeError
+        raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError(f"{pyproject}: invalid TOML: nested too deeply") from None
+
+
+def parsed_toml(text: str) -> dict:
+    """`text` parsed as TOML, by the standard library's tomllib (tomli, the same parser, on Python 3.10). Raises
+    ValueError (tomllib's TOMLDecodeError) or RecursionError for text that is not TOML."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
-    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
-        raise ConfigError(f"{pyproject}: invalid TOML: nested too deeply") from None
+    return tomllib.loads(text)
 
 
 def _may_hold_section(text: str) -> bool:

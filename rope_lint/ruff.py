@@ -14,6 +14,7 @@ import os
 import subprocess
 
 from rope_lint import executables
+from rope_lint.config import parsed_toml
 
 # ruff takes minutes to format some files of several megabytes (tens of thousands of comment lines); the callers
 # keep such texts as they are.
@@ -51,24 +52,46 @@ def run_on_text(
 def run_on_files(
     ruff: list[str], arguments: list[str], paths: list[str], allowed: tuple[int, ...] = (0,)
 ) -> str | None:
-    """ruff's standard output for `ruff <arguments>` run on the files at `paths` (absolute), as they are on disk, in
-    one run and without ruff's cache; None when ruff fails, times out, exits with a status not in `allowed`, or says
-    anything on its standard error (a file it could not read or parse). Each file gets the settings that `run_on_text`
-    would give its text: ruff runs from the file system's root, whose settings are those of no project, as it reads
-    them for a text (a file of no project gets the current folder's settings otherwise). The paths in its output are
-    read back with `output_path`."""
+    """ruff's standard output for `ruff <arguments>` run on the files at `paths` (absolute, each one that
+    `with_settings_as_for_text` keeps), as they are on disk, in one run and without ruff's cache; None when ruff fails,
+    times out, exits with a status not in `allowed`, or says anything on its standard error (a file it could not read
+    or parse). It names the files relative to the current folder where they lie below it (`os.path.abspath` reads
+    them back)."""
     # Each run of `run_on_text` costs about 8 ms, most of it ruff's start; one run for hundreds of files, about 0.1 s.
     full = [*ruff, *arguments, "--no-cache", *paths]
     try:
-        result = subprocess.run(full, capture_output=True, text=True, timeout=_TIMEOUT_S, cwd=_ROOT)
+        result = subprocess.run(full, capture_output=True, text=True, timeout=_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError, ValueError):  # ValueError: output that is not UTF-8
         return None
     return result.stdout if result.returncode in allowed and not result.stderr else None
 
 
-def output_path(name: str) -> str:
-    """The absolute path of a file that `run_on_files` names in its output: relative to the root, or absolute."""
-    return os.path.normpath(os.path.join(_ROOT, name))
+def with_settings_as_for_text(paths: list[str]) -> list[str]:
+    """Those of `paths` (absolute) for whose file on disk ruff reads the same settings as for its text
+    (`run_on_text`). For either, the settings of the nearest project above the file; for a file of no project, its
+    text gets the user's or ruff's own, but the file on disk those of the project that the current folder is in,
+    where it is in one."""
+    projects: dict[str, bool] = {}
+
+    def in_project(folder: str) -> bool:
+        if folder not in projects:
+            parent = os.path.dirname(folder)
+            projects[folder] = _has_settings(folder) or (parent != folder and in_project(parent))
+        return projects[folder]
+
+    if not in_project(os.getcwd()):
+        return paths
+    return [path for path in paths if in_project(os.path.dirname(path))]
 
 
-_ROOT = os.path.abspath(os.sep)
+def _has_settings(folder: str) -> bool:
+    """Whether the folder holds ruff settings, as ruff looks for them: a `ruff.toml` or `.ruff.toml`, or a
+    `pyproject.toml` with a `[tool.ruff]` table."""
+    if any(os.path.isfile(os.path.join(folder, name)) for name in ("ruff.toml", ".ruff.toml")):
+        return True
+    try:
+        with open(os.path.join(folder, "pyproject.toml"), encoding="utf-8") as file:
+            tool = parsed_toml(file.read()).get("tool")
+    except (OSError, ValueError, RecursionError):  # none, or one that ruff cannot read either
+        return False
+    return isinstance(tool, dict) and "ruff" in tool

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from rope_lint import api, engine, ruff
 from rope_lint.engine import Settings
@@ -42,22 +43,25 @@ def _written(folder: Path, originals: dict[str, str]) -> list[str]:
 
 # A line that ruff's default settings break, and a project's of 120 columns does not.
 OF_NO_PROJECT = {"long_line.py": FIXABLE + "\n\nlong = [" + ", ".join(["1000000"] * 11) + "]\n"}
+# Settings that answer otherwise than ruff's own: no F401, and lines of 120 columns.
+OTHER_SETTINGS = '[tool.ruff]\nline-length = 120\n[tool.ruff.lint]\nselect = ["E"]\n'
 
 
-@pytest.mark.parametrize("where", ["the files' folder", "another project"])
+@pytest.mark.parametrize("project", [False, True], ids=["files of no project", "files of a project of their own"])
 def test_one_run_each_answers_as_each_file_asked_alone(
-    tmp_path: Path, command: list[str], where: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, command: list[str], project: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whatever the current folder: a file of no project gets ruff's default settings either way, not those of the
-    project the command runs in."""
-    paths = _written(tmp_path / "package", {**ORIGINALS, **OF_NO_PROJECT})
-    if where == "another project":
-        project = tmp_path / "project"
-        project.mkdir()
-        (project / "pyproject.toml").write_text('[tool.ruff]\nline-length = 120\n[tool.ruff.lint]\nselect = ["E"]\n')
-        monkeypatch.chdir(project)
+    """Run from a folder of no project, or, for files of a project of their own, from another project's."""
+    folder = tmp_path / "package"
+    paths = _written(folder, {**ORIGINALS, **OF_NO_PROJECT})
+    if project:
+        (folder / "pyproject.toml").write_text(OTHER_SETTINGS)
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "ruff.toml").write_text("line-length = 60\n")
+        monkeypatch.chdir(tmp_path / "elsewhere")
     else:
-        monkeypatch.chdir(tmp_path / "package")
+        monkeypatch.chdir(folder)
+    assert ruff.with_settings_as_for_text(paths) == paths
     diffs, codes = formatting.original_diffs(paths), tidy.original_codes(paths)
     assert sorted(diffs) == sorted(codes) == paths
     for path in paths:
@@ -71,15 +75,36 @@ def test_one_run_each_answers_as_each_file_asked_alone(
     named = {Path(path).name: path for path in paths}
     assert diffs[named["clean.py"]] == ""
     assert "--- x" in diffs[named["dashes.py"]]
-    assert "F401" in codes[named["unused_import.py"]] and diffs[named["long_line.py"]] != ""  # the default settings
+    # The project's settings, or ruff's own.
+    assert ("F401" in codes[named["unused_import.py"]], diffs[named["long_line.py"]] != "") == (not project,) * 2
 
 
-def test_a_file_ruff_cannot_read_as_the_fix_read_it_asks_ruff_alone(tmp_path: Path, command: list[str]) -> None:
+def test_a_file_of_no_project_is_asked_alone_from_a_projects_folder(tmp_path: Path, command: list[str]) -> None:
+    """ruff gives the text of a file of no project its own settings, and the file on disk those of the project that
+    the current folder is in: such a file asks ruff of its text itself."""
+    paths = _written(tmp_path / "package", OF_NO_PROJECT)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(OTHER_SETTINGS)
+    for folder, asked in [(project, False), (tmp_path / "package", True)]:
+        os.chdir(folder)
+        try:
+            assert ruff.with_settings_as_for_text(paths) == (paths if asked else [])
+            # On disk, from the project's folder, the file gets its 120 columns.
+            assert (formatting.original_diffs(paths)[paths[0]] == "") is not asked
+        finally:
+            os.chdir(REPO)
+
+
+def test_a_file_ruff_cannot_read_as_the_fix_read_it_asks_ruff_alone(
+    tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A file in another encoding than UTF-8 (which ruff reads), or whose bytes changed on disk after the fix read
     them, gets no answer from the run for all: it asks ruff of its text itself."""
     originals = {**ORIGINALS, "latin1.py": "# -*- coding: latin-1 -*-\n# café\n" + FIXABLE}
     folder = tmp_path / "package"
     _written(folder, originals)
+    monkeypatch.chdir(folder)  # a folder of no project, as the files' own
     (folder / "latin1.py").write_bytes((folder / "latin1.py").read_text().encode("latin-1"))
     settings = Settings(select_rules(["ALL"], []), tmp_path)
     drafts = [apply.drafted(folder / name, settings, unsafe=False) for name in sorted(originals)]
@@ -101,6 +126,7 @@ def test_a_fix_asks_ruff_about_the_originals_once_for_all_and_writes_what_each_f
     shutil.copytree(alone.parent, together.parent, dirs_exist_ok=True)
     _written(together, ORIGINALS)
 
+    monkeypatch.chdir(together)  # a folder of no project, as the files' own
     monkeypatch.setattr(os, "cpu_count", lambda: 1)  # every run of ruff in this process, where it is counted
     whole_original, on_files = [], []
     run_on_text, run_on_files = ruff.run_on_text, ruff.run_on_files

@@ -179,17 +179,18 @@ def with_drafts_finished(
 def ruff_on_originals(drafts: list[FixDraft]) -> dict[Path, RuffOnOriginal]:
     """What ruff says of each drafted file as it was read, asked in two runs for them all, of the files on disk: a
     run of ruff costs about 8 ms, most of it its start, and each changed file would take two. Only a file whose bytes
-    on disk are still its UTF-8 text is asked (ruff reads UTF-8), and only one that ruff formats at all
-    (`ruff.LARGEST_TEXT`); the others ask ruff of their text themselves."""
+    on disk are still its UTF-8 text is asked (ruff reads UTF-8), that ruff formats at all (`ruff.LARGEST_TEXT`), and
+    for which it reads the settings it reads for the text (`ruff.with_settings_as_for_text`); the others ask ruff of
+    their text themselves."""
     asked = {
         os.path.abspath(draft.path): draft
         for draft in drafts
         if max(len(draft.source.text), len(draft.result.text)) <= ruff.LARGEST_TEXT
         and draft.source.data == draft.source.text.encode("utf-8")
     }
-    if not asked:
+    paths = ruff.with_settings_as_for_text(sorted(asked))
+    if not paths:
         return {}
-    paths = sorted(asked)
     diffs, codes = original_diffs(paths), original_codes(paths)
     answers = {}
     for path in paths:

@@ -8,6 +8,7 @@ as it was, and every copy of a class gets the same result. Without ruff, the fix
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def original_diffs(paths: list[str]) -> dict[str, str]:
             index += 1
             continue
         end = _diff_end(lines, index)
-        path = ruff.output_path(lines[index][4:]) if end is not None else None
+        path = os.path.abspath(lines[index][4:]) if end is not None else None
         if path not in diffs or diffs[path]:
             return {}
         diffs[path] = "\n".join(lines[index:end]) + "\n"

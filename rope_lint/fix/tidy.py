@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 
 from rope_lint import ruff
@@ -51,7 +52,7 @@ def original_codes(paths: list[str]) -> dict[str, set[str]]:
     codes: dict[str, set[str]] = {path: set() for path in paths}
     try:
         for item in json.loads(output):
-            path = ruff.output_path(item["filename"])
+            path = os.path.abspath(item["filename"])
             if path not in codes:
                 return {}
             if item["code"] in _IMPORT_CODES:
