@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import REPO
 
 from rope_lint import api, engine, ruff
 from rope_lint.engine import Settings
@@ -79,7 +78,9 @@ def test_one_run_each_answers_as_each_file_asked_alone(
     assert ("F401" in codes[named["unused_import.py"]], diffs[named["long_line.py"]] != "") == (not project,) * 2
 
 
-def test_a_file_of_no_project_is_asked_alone_from_a_projects_folder(tmp_path: Path, command: list[str]) -> None:
+def test_a_file_of_no_project_is_asked_alone_from_a_projects_folder(
+    tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """ruff gives the text of a file of no project its own settings, and the file on disk those of the project that
     the current folder is in: such a file asks ruff of its text itself."""
     paths = _written(tmp_path / "package", OF_NO_PROJECT)
@@ -87,13 +88,10 @@ def test_a_file_of_no_project_is_asked_alone_from_a_projects_folder(tmp_path: Pa
     project.mkdir()
     (project / "pyproject.toml").write_text(OTHER_SETTINGS)
     for folder, asked in [(project, False), (tmp_path / "package", True)]:
-        os.chdir(folder)
-        try:
-            assert ruff.with_settings_as_for_text(paths) == (paths if asked else [])
-            # On disk, from the project's folder, the file gets its 120 columns.
-            assert (formatting.original_diffs(paths)[paths[0]] == "") is not asked
-        finally:
-            os.chdir(REPO)
+        monkeypatch.chdir(folder)
+        assert ruff.with_settings_as_for_text(paths) == (paths if asked else [])
+        # On disk, from the project's folder, the file gets its 120 columns.
+        assert (formatting.original_diffs(paths)[paths[0]] == "") is not asked
 
 
 def test_a_file_ruff_cannot_read_as_the_fix_read_it_asks_ruff_alone(
