@@ -32,8 +32,7 @@ def apply_codemods(
     tree `tree`, where given) or a run of its statements. The file's path lets a codemod read what lies outside the
     module, such as the source a `# Copied from` class must stay equal to; its text, the classes a class of the module
     inherits from, and the file's imports."""
-    given = {TEXT: text, TREE: tree} if text is not None else {}
-    scratch = {key: value for key, value in given.items() if value is not None}
+    scratch = {TEXT: text, TREE: tree} if text is not None else {}  # a tree of None: `file_tree` parses the text
     for name in sorted(names, key=list(CODEMODS).index):
         context = CodemodContext(filename=filename, scratch=dict(scratch))
         # The command's own transform, without LibCST's metadata pass and deep copy, which it does not need.
