@@ -1,11 +1,11 @@
-"""Structural rewrites of model code, as LibCST codemod commands.
+"""Structural rewrites of model code, as LibCST codemods.
 
 One-line rewrites are rule fixes (`rope_lint/rules/`); rewrites of a whole class, such as turning a RoPE
 class into fp32-on-CPU tables with a late cast in forward, live here, runnable through `rope-lint fix
 --unsafe-fixes` and through `python -m libcst.tool codemod`.
 
-Each command is a plain `CodemodCommand` whose transform runs visitors of its own: a `VisitorBasedCodemodCommand`
-gathers its matcher decorators whenever it is made, 18 ms, once for every run of statements that a fix rewrites.
+Each codemod is a function, `rewrite(module, file)`, that runs visitors of its own. Its LibCST `CodemodCommand`, for
+`libcst.tool`, is in `commands`, which rope-lint does not import (see there).
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from rope_lint.codemods.rope_autocast import RopeAutocastCommand
-from rope_lint.codemods.rope_tables import TEXT, TREE, RopeTablesCommand
+from rope_lint.codemods import rope_autocast, rope_tables
+from rope_lint.codemods.rope_tables import CodemodFile
 
 # The codemods that rule fixes name (a `ClassRewrite` payload's `codemod`), in the order they run.
-CODEMODS = {"rope_tables": RopeTablesCommand, "rope_autocast": RopeAutocastCommand}
+CODEMODS = {"rope_tables": rope_tables.rewrite, "rope_autocast": rope_autocast.rewrite}
 
 
 def apply_codemods(
@@ -32,9 +31,7 @@ def apply_codemods(
     tree `tree`, where given) or a run of its statements. The file's path lets a codemod read what lies outside the
     module, such as the source a `# Copied from` class must stay equal to; its text, the classes a class of the module
     inherits from, and the file's imports."""
-    scratch = {TEXT: text, TREE: tree} if text is not None else {}  # a tree of None: `file_tree` parses the text
+    file = CodemodFile(filename, text, tree)
     for name in sorted(names, key=list(CODEMODS).index):
-        context = CodemodContext(filename=filename, scratch=dict(scratch))
-        # The command's own transform, without LibCST's metadata pass and deep copy, which it does not need.
-        module = CODEMODS[name](context).transform_module_impl(module)
+        module = CODEMODS[name](module, file)
     return module

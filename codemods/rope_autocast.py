@@ -17,7 +17,7 @@ autocast off, or one that returns a value it does not cast to a dtype (`autocast
 one block. `forward` casts its results at the end as before, so their dtypes do not change: the fix is safe.
 
 Run it through rope-lint (`rope-lint fix`, on files with RPL204 findings) or LibCST:
-`python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_autocast.RopeAutocastCommand PATH`.
+`python -m libcst.tool codemod --no-format -x rope_lint.codemods.commands.RopeAutocastCommand PATH`.
 
 What counts as a lowered product, a frequency product, an upcast operand and autocast turned off is
 `rope_lint.rules.analysis.autocast`'s description, which RPL204 reads too; names resolve through the file's
@@ -30,33 +30,29 @@ import ast
 import textwrap
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.codemod import CodemodCommand, CodemodContext
-from rope_lint.codemods.nodes import findall
-from rope_lint.codemods.rope_tables import file_text, file_tree, rotary_class_names
+from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
+from rope_lint.codemods.rope_tables import CodemodFile, rotary_class_names
 
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.edits import Transformer, as_operand, with_method
 
-_MATMUL = m.BinaryOperation(operator=m.MatrixMultiply())
+_MATMUL = like.BinaryOperation(operator=like.MatrixMultiply())
 
 
-class RopeAutocastCommand(CodemodCommand):
-    DESCRIPTION = "RoPE frequency products in forward in float32, with autocast disabled around them."
-
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        return tree.visit(_AutocastOff(rotary_class_names(tree), _Names(_read_imports(self.context, tree))))
+def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
+    """The autocast codemod's rewrite of `tree`, the module of `file` or a run of its statements."""
+    return tree.visit(_AutocastOff(rotary_class_names(tree), _Names(_read_imports(file, tree))))
 
 
-def _read_imports(context: CodemodContext, module: cst.Module) -> FileContext:
+def _read_imports(file: CodemodFile, module: cst.Module) -> FileContext:
     """The file, read as far as the rules read its imports. From the file itself: rope-lint hands the codemod a run
     of the file's statements, without its imports. From the module when there is no file to read (a rule's example)."""
-    text = file_text(context)
+    text = file.text
     if text is None:
         text = module.code
-    tree = file_tree(context, text) or ast.Module(body=[], type_ignores=[])
-    return FileContext(context.filename or "", text, tree, ())
+    tree = file.tree(text) or ast.Module(body=[], type_ignores=[])
+    return FileContext(file.path or "", text, tree, ())
 
 
 class _Names:
@@ -78,8 +74,8 @@ class _Names:
             return f"{base}.{node.attr.value}" if base else None
         return None
 
-    def product_call(self) -> m.Call:
-        return m.Call(func=m.MatchIfTrue(lambda func: autocast.is_product_function(self.qualified(func))))
+    def product_call(self) -> Shape:
+        return like.Call(func=Satisfies(lambda func: autocast.is_product_function(self.qualified(func))))
 
     def is_lowered(self, product: cst.CSTNode) -> bool:
         """Whether autocast lowers the product on some device (an `einsum` by its equation on CPU)."""
@@ -112,7 +108,7 @@ class _Products:
         return self.inputs.upcast(self.names.imports, _as_ast(operand))
 
     def is_frequency_product(self, product: cst.CSTNode) -> bool:
-        if not (m.matches(product, _MATMUL) or m.matches(product, self.names.product_call())):
+        if not (matches(product, _MATMUL) or matches(product, self.names.product_call())):
             return False
         operands = [_as_ast(operand) for operand in self.names.operands(product)]
         return self.names.is_lowered(product) and self.inputs.is_frequency_product(operands)
@@ -211,7 +207,7 @@ def _disables_autocast(node: cst.BaseExpression) -> bool:
     if not isinstance(node, cst.Call):
         return False
     enabled_false = any(
-        arg.keyword is not None and arg.keyword.value == "enabled" and m.matches(arg.value, m.Name("False"))
+        arg.keyword is not None and arg.keyword.value == "enabled" and matches(arg.value, like.Name("False"))
         for arg in node.args
     )
     return autocast.disables_autocast(cst.Module([]).code_for_node(node.func), enabled_false)

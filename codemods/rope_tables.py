@@ -56,8 +56,8 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    (`register_buffer`, now `setattr`) replaces the master, whose next read makes its copy again.
 
 Run it through rope-lint (`rope-lint fix --unsafe-fixes`, on files with RPL2xx findings) or LibCST:
-`python -m libcst.tool codemod --no-format -x rope_lint.codemods.rope_tables.RopeTablesCommand PATH` (see the
-README).
+`python -m libcst.tool codemod --no-format -x rope_lint.codemods.commands.RopeTablesCommand PATH` (see
+docs/fix.md).
 """
 
 from __future__ import annotations
@@ -67,12 +67,11 @@ import builtins
 import functools
 import textwrap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.codemod import CodemodCommand, CodemodContext
-from rope_lint.codemods.nodes import findall
+from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
 
 from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
@@ -90,83 +89,78 @@ from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
 _FP32_SUFFIX = "_fp32"
-# The keys of the codemod context's scratch under which rope-lint gives the file of which the module rewritten may be
-# a run of statements: its whole text, and that text's syntax tree, which the fix has parsed already.
-TEXT = "rope_lint.text"
-TREE = "rope_lint.tree"
 
 
-def file_text(context: CodemodContext) -> str | None:
-    """The whole text of the file being rewritten: as rope-lint gives it (`TEXT`), else read from its path."""
-    if TEXT in context.scratch:
-        return context.scratch[TEXT]
-    if not context.filename:
-        return None
-    try:
-        return Path(context.filename).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+@dataclass(frozen=True)
+class CodemodFile:
+    """The file of which a codemod rewrites the module, or a run of its statements: its path, and its whole text and
+    that text's syntax tree, where rope-lint has them (`apply_codemods`); else its text is read from its path."""
+
+    path: str | None = None
+    given_text: str | None = None
+    given_tree: ast.Module | None = None
+
+    @functools.cached_property
+    def text(self) -> str | None:
+        if self.given_text is not None:
+            return self.given_text
+        if not self.path:
+            return None
+        try:
+            return Path(self.path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def tree(self, text: str) -> ast.Module | None:
+        """The syntax tree of `text`, the file's text: the tree given with it, else parsed; None where it does not
+        parse."""
+        given = self.given_tree
+        return given if given is not None and self.given_text is text else generated.parsed_text(text)
 
 
-def file_tree(context: CodemodContext, text: str) -> ast.Module | None:
-    """The syntax tree of `text`, the file's whole text (`file_text`): as rope-lint gives it (`TREE`), else parsed;
-    None where it does not parse."""
-    given = context.scratch.get(TREE)
-    return given if given is not None and context.scratch.get(TEXT) is text else generated.parsed_text(text)
+def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
+    """The rope codemod's rewrite of `tree`, the module of `file` or a run of its statements."""
+    rotary_names = rotary_class_names(tree)
+    classes = _parsed_classes(tree, rotary_names)
+    # The rotary classes whose tables the codemod can move to where they are used.
+    movable = rotary.movable_rotary_classes(list(classes.values()))
+    copied, inherited = _sources(movable, file)
+    kept = {
+        name: tables
+        for name in movable
+        if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
+    }
+    bases = {base.id for name in movable for base in classes[name].bases if isinstance(base, ast.Name)}
+    if bases - classes.keys():
+        # The module may be a run of the file's statements: the other bases are read from the whole text.
+        whole = file.tree(file.text) if file.text else None
+        classes = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
+    # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
+    construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
+    tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))
+    inherited_tables = {name: _inherited_tables(tuple(inherited[name])) for name in movable}
+    tree = tree.visit(_RotaryClassRewrite(movable, inherited_tables, construction))
+    return tree.visit(_TablesOfModuleFunctions())
 
 
-class RopeTablesCommand(CodemodCommand):
-    DESCRIPTION = "RoPE tables in float32 on the CPU, kept out of module.to(), cast late in forward."
+def _sources(classes: set[str], file: CodemodFile) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """For each of `classes`: the code of its `# Copied from` sources, and of the parent models' classes that
+    regenerating it from a modular source merges into it (`transformers.generated.inherited_classes`). Its rewrite
+    goes their way: it keeps the tables they keep as persistent buffers, and reads the tables they store.
 
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        rotary_names = rotary_class_names(tree)
-        classes = _parsed_classes(tree, rotary_names)
-        # The rotary classes whose tables the codemod can move to where they are used.
-        movable = rotary.movable_rotary_classes(list(classes.values()))
-        copied, inherited = self._sources(movable)
-        kept = {
-            name: tables
-            for name in movable
-            if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
-        }
-        bases = {base.id for name in movable for base in classes[name].bases if isinstance(base, ast.Name)}
-        if bases - classes.keys():
-            # The module may be a run of the file's statements: the other bases are read from the whole text.
-            text = file_text(self.context)
-            whole = file_tree(self.context, text) if text else None
-            classes = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
-        # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
-        construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
-        tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))
-        inherited_tables = {name: _inherited_tables(tuple(inherited[name])) for name in movable}
-        tree = tree.visit(_RotaryClassRewrite(movable, inherited_tables, construction))
-        return tree.visit(_TablesOfModuleFunctions())
-
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        """The whole file, as `libcst.tool` gives it: with the definition of `TABLE_ON_DEVICE` where it is read
-        through. rope-lint runs `transform_module_impl` on runs of the file's statements, and adds it to the file."""
-        fixed = super().transform_module(tree)
-        text, _, _ = with_table_on_device(fixed.code)
-        return fixed if text == fixed.code else cst.parse_module(text)
-
-    def _sources(self, classes: set[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-        """For each of `classes`: the code of its `# Copied from` sources, and of the parent models' classes that
-        regenerating it from a modular source merges into it (`transformers.generated.inherited_classes`). Its
-        rewrite goes their way: it keeps the tables they keep as persistent buffers, and reads the tables they store.
-
-        The module may be a run of the file's statements without the comments above them (rope-lint edits only the
-        statements with findings), so the copy comments and imports are read from the file itself.
-        """
-        copied: dict[str, list[str]] = {name: [] for name in classes}
-        inherited: dict[str, list[str]] = {name: [] for name in classes}
-        text = file_text(self.context)
-        if text is None or not self.context.filename:  # the sources are found through the file's path
-            return copied, inherited
-        path = Path(self.context.filename)
-        for name in classes:
-            copied[name] = source_chain(path, text, name) if "Copied from" in text else []
-            inherited[name] = generated.inherited_classes(path, text, name)
+    The module may be a run of the file's statements without the comments above them (rope-lint edits only the
+    statements with findings), so the copy comments and imports are read from the file itself.
+    """
+    copied: dict[str, list[str]] = {name: [] for name in classes}
+    inherited: dict[str, list[str]] = {name: [] for name in classes}
+    text = file.text
+    if text is None or not file.path:  # the sources are found through the file's path
         return copied, inherited
+    path = Path(file.path)
+    for name in classes:
+        copied[name] = source_chain(path, text, name) if "Copied from" in text else []
+        inherited[name] = generated.inherited_classes(path, text, name)
+    return copied, inherited
 
 
 def rotary_class_names(module: cst.Module) -> set[str]:
@@ -203,7 +197,7 @@ def _code(node: cst.CSTNode) -> str:
 def _names_in(cls: cst.ClassDef) -> Iterator[str]:
     """The names that `self.` attributes and one-line strings of the class spell (a string as written, quotes
     and all): where it names its tables. A multi-line string is prose, a docstring."""
-    for node in findall(cls, m.SimpleString() | m.Attribute(value=m.Name("self"), attr=m.Name())):
+    for node in findall(cls, like.SimpleString() | like.Attribute(value=like.Name("self"), attr=like.Name())):
         if isinstance(node, cst.Attribute):
             yield node.attr.value
         elif isinstance(node, cst.SimpleString) and "\n" not in node.value:
@@ -254,12 +248,12 @@ def _persistent_buffers(code: str) -> frozenset[str]:
     if module is None:
         return frozenset()
     names = set()
-    for call in findall(module, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer")))):
+    for call in findall(module, like.Call(func=like.Attribute(value=like.Name("self"), attr=like.Name("register_buffer")))):
         assert isinstance(call, cst.Call)
         name = _string_value(call.args[0].value) if len(call.args) >= 2 else None
         if name and isinstance(call.args[0].value, cst.SimpleString) and _is_persistent_registration(call):
             names.add(name)
-    for assign in findall(module, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+    for assign in findall(module, like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])):
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if _buffer(assign.value)[1]:
             names.add(assign.targets[0].target.attr.value)
@@ -283,7 +277,7 @@ class _TableStores(Transformer):
         self.class_names.append(node.name.value)
         copied = {
             target.target.attr.value.removesuffix(_FP32_SUFFIX)
-            for target in findall(node, m.AssignTarget(m.Attribute(value=m.Name("self"))))
+            for target in findall(node, like.AssignTarget(like.Attribute(value=like.Name("self"))))
             if isinstance(target, cst.AssignTarget)
             and isinstance(target.target, cst.Attribute)
             and target.target.attr.value.endswith(_FP32_SUFFIX)
@@ -331,7 +325,7 @@ class _TableStores(Transformer):
                 return updated_node.with_changes(body=[statement.with_changes(value=kept)])
         if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
             target = statement.targets[0].target
-            if m.matches(target, m.Attribute(value=m.Name("self"))) and is_table_name(target.attr.value):
+            if matches(target, like.Attribute(value=like.Name("self"))) and is_table_name(target.attr.value):
                 name = target.attr.value
                 data, persistent = _buffer(statement.value)
                 if data is not None and name in self.copied:
@@ -352,7 +346,7 @@ class _TableStores(Transformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         # setattr(self, f"{prefix}inv_freq", nn.Buffer(v, persistent=False)) -> setattr(self, ..., v)
-        if m.matches(updated_node.func, m.Name("setattr")) and len(updated_node.args) == 3:
+        if matches(updated_node.func, like.Name("setattr")) and len(updated_node.args) == 3:
             name = _string_value(updated_node.args[1].value)
             unwrapped = _unwrap_buffer(updated_node.args[2].value)
             if name and is_table_name(name) and unwrapped is not None:
@@ -395,8 +389,8 @@ class _TableStores(Transformer):
 def _holds_tensor(call: cst.Call) -> bool:
     """`nn.Parameter(data, ...)` or `nn.Buffer(data, ...)`, under any module prefix, with its data as the first
     positional argument."""
-    holders = m.Name("Parameter") | m.Name("Buffer")
-    named = m.matches(call.func, holders | m.Attribute(attr=holders))
+    holders = like.Name("Parameter") | like.Name("Buffer")
+    named = matches(call.func, holders | like.Attribute(attr=holders))
     return named and bool(call.args) and call.args[0].keyword is None and call.args[0].star == ""
 
 
@@ -412,7 +406,7 @@ def _registers_buffer(call: cst.Call) -> bool:
 
 def _placed(value: cst.BaseExpression) -> bool:
     """Whether `value` is placed on the default device already (`t.to(torch.get_default_device())`), or is None."""
-    return m.matches(value, m.Name("None")) or (isinstance(value, cst.Call) and _is_default_device_move(value))
+    return matches(value, like.Name("None")) or (isinstance(value, cst.Call) and _is_default_device_move(value))
 
 
 _DEFAULT_DEVICE = "torch.get_default_device()"
@@ -456,7 +450,7 @@ def _unwrap_buffer(value: cst.BaseExpression) -> cst.BaseExpression | None:
 def _buffer(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]:
     """The data of an `nn.Buffer(...)` call and whether it is persistent; (None, False) for anything else."""
     if not (
-        isinstance(value, cst.Call) and m.matches(value.func, m.Name("Buffer") | m.Attribute(attr=m.Name("Buffer")))
+        isinstance(value, cst.Call) and matches(value.func, like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer")))
     ):
         return None, False
     positional = [arg for arg in value.args if arg.keyword is None]
@@ -549,7 +543,7 @@ def _made_where_moved(call: cst.Call, device: str) -> cst.Call:
 def _without_repeated_move(call: cst.Call) -> cst.BaseExpression:
     """`_rope_table_on_device(m, name, d).to(d, ...)` -> `_rope_table_on_device(m, name, d).to(...)`: the copy is on
     `d` already. A move to another device stays."""
-    if not m.matches(call.func, m.Attribute(value=m.Call(func=m.Name(TABLE_ON_DEVICE)), attr=m.Name("to"))):
+    if not matches(call.func, like.Attribute(value=like.Call(func=like.Name(TABLE_ON_DEVICE)), attr=like.Name("to"))):
         return call
     assert isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call)
     there = _code(call.func.value.args[2].value)
@@ -559,10 +553,10 @@ def _without_repeated_move(call: cst.Call) -> cst.BaseExpression:
 
 def _reads_table_by_name(call: cst.Call, owner: str = "self") -> bool:
     """`getattr(<owner>, "<table>")`, the name a literal or an f-string ending in the table's name."""
-    if not (m.matches(call.func, m.Name("getattr")) and len(call.args) == 2):
+    if not (matches(call.func, like.Name("getattr")) and len(call.args) == 2):
         return False
     name = _string_value(call.args[1].value)
-    return m.matches(call.args[0].value, m.Name(owner)) and name is not None and is_table_name(name)
+    return matches(call.args[0].value, like.Name(owner)) and name is not None and is_table_name(name)
 
 
 class _TablesOfModuleFunctions(Transformer):
@@ -610,7 +604,7 @@ class _TablesOfModuleFunctions(Transformer):
         if not (self.functions and self.functions[-1][1]) or original_node in self.not_read:
             return updated_node
         owner, device = self.functions[-1]
-        if m.matches(updated_node.value, m.Name(owner)) and is_table_name(updated_node.attr.value):
+        if matches(updated_node.value, like.Name(owner)) and is_table_name(updated_node.attr.value):
             return _table_on_device(updated_node.value, cst.SimpleString(f'"{updated_node.attr.value}"'), device)
         return updated_node
 
@@ -730,7 +724,7 @@ class _RotaryClassRewrite(Transformer):
                 else []
             )
             for target in targets:
-                for name in findall(target, m.Name() | m.Attribute(value=m.Name("self"))):
+                for name in findall(target, like.Name() | like.Attribute(value=like.Name("self"))):
                     if isinstance(name, cst.Name) and name.value in self.feeding:
                         return True
                     if isinstance(name, cst.Attribute) and is_table_name(name.attr.value):
@@ -740,10 +734,10 @@ class _RotaryClassRewrite(Transformer):
     def _calls_outside(self, line: cst.SimpleStatementLine) -> bool:
         """Whether the line calls a function that may allocate on the default device: one of another module or
         the file's, or a function held in a variable; not torch's (pinned here), a tensor's method or a builtin."""
-        for call in findall(line, m.Call()):
+        for call in findall(line, like.Call()):
             assert isinstance(call, cst.Call)
             func = call.func
-            if m.matches(func, m.Name("Buffer") | m.Attribute(attr=m.Name("Buffer"))):
+            if matches(func, like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer"))):
                 continue  # `nn.Buffer(t)` wraps a tensor, and places the kept buffer on the default device
             if isinstance(func, cst.Name):
                 if not hasattr(builtins, func.value) or func.value in self.bound:
@@ -772,7 +766,7 @@ class _RotaryClassRewrite(Transformer):
                 return _table_on_device(cst.Name("self"), name, self.device)
             return updated_node.with_changes(args=[updated_node.args[0], updated_node.args[1].with_changes(value=name)])
         # Step 4: positions take float32, never the dtype of a table; `type_as` moved them to the table's device too.
-        is_type_as = m.matches(func, m.Attribute(attr=m.Name("type_as"))) and updated_node.args
+        is_type_as = matches(func, like.Attribute(attr=like.Name("type_as"))) and updated_node.args
         if is_type_as and _reads_table(original_node.args[0].value):  # as written: a read may be a copy's now
             assert isinstance(func, cst.Attribute)
             if self.at_runtime and self.device:
@@ -791,7 +785,7 @@ class _RotaryClassRewrite(Transformer):
                 # on the default device, where a model built under `torch.set_default_device(...)` keeps it, and
                 # never moves it.
                 return _on_default_device(updated_node, 0)
-            moves_enumeration = m.matches(func, m.Attribute(attr=m.Name("to"))) and _contains_factory(func.value)
+            moves_enumeration = matches(func, like.Attribute(attr=like.Name("to"))) and _contains_factory(func.value)
             if moves_enumeration and not _is_default_device_move(updated_node):
                 return _without_device_move(updated_node)
         if self.at_runtime and self.device:
@@ -803,7 +797,7 @@ class _RotaryClassRewrite(Transformer):
             return updated_node
         if self.at_runtime and self.device and updated_node.attr.value == "device" and _is_table(original_node.value):
             return cst.parse_expression(self.device)  # the device the table lived on: the one it moves to
-        if not m.matches(updated_node.value, m.Name("self")) or original_node in self.stored:
+        if not matches(updated_node.value, like.Name("self")) or original_node in self.stored:
             return updated_node
         name = updated_node.attr.value
         if name in self.persistent:  # a persistent table is read through its float32 copy
@@ -821,26 +815,26 @@ def _on_cpu(block: cst.With) -> bool:
 
 
 def _is_factory(func: cst.BaseExpression) -> bool:
-    return m.matches(
-        func, m.Attribute(value=m.Name("torch"), attr=m.Name(value=m.MatchIfTrue(TENSOR_FACTORIES.__contains__)))
+    return matches(
+        func, like.Attribute(value=like.Name("torch"), attr=like.Name(value=Satisfies(TENSOR_FACTORIES.__contains__)))
     )
 
 
 def _contains_factory(node: cst.BaseExpression) -> bool:
-    return any(isinstance(call, cst.Call) and _is_factory(call.func) for call in findall(node, m.Call()))
+    return any(isinstance(call, cst.Call) and _is_factory(call.func) for call in findall(node, like.Call()))
 
 
 def _is_table(node: cst.BaseExpression) -> bool:
     """`self.<table>`."""
-    return m.matches(node, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchIfTrue(is_table_name))))
+    return matches(node, like.Attribute(value=like.Name("self"), attr=like.Name(value=Satisfies(is_table_name))))
 
 
 def _bound_names(method: cst.FunctionDef) -> set[str]:
     """The method's parameters and the plain names it assigns: its locals."""
     names = {param.name.value for param in (*method.params.params, *method.params.kwonly_params)}
-    for target in findall(method, m.AssignTarget() | m.AnnAssign() | m.For() | m.AsName()):
+    for target in findall(method, like.AssignTarget() | like.AnnAssign() | like.For() | like.AsName()):
         node = target.name if isinstance(target, cst.AsName) else target.target  # type: ignore[union-attr]
-        names.update(name.value for name in findall(node, m.Name()) if isinstance(name, cst.Name))
+        names.update(name.value for name in findall(node, like.Name()) if isinstance(name, cst.Name))
         if isinstance(node, cst.Name):
             names.add(node.value)
     return names
@@ -850,14 +844,14 @@ def _names_read_by_table_stores(method: cst.FunctionDef) -> set[str]:
     """The plain names in the values that the method stores as tables (after step 1: `self.<table> = value`, a
     kept `register_buffer(...)` or `nn.Buffer(...)`, `setattr(self, name, value)`)."""
     values: list[cst.CSTNode] = []
-    for assign in findall(method, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+    for assign in findall(method, like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])):
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if is_table_name(assign.targets[0].target.attr.value):
             values.append(assign.value)
-    for call in findall(method, m.Call(func=m.Name("setattr") | m.Attribute(attr=m.Name("register_buffer")))):
+    for call in findall(method, like.Call(func=like.Name("setattr") | like.Attribute(attr=like.Name("register_buffer")))):
         assert isinstance(call, cst.Call)
         values.extend(arg.value for arg in call.args[1:])
-    return {name.value for value in values for name in findall(value, m.Name()) if isinstance(name, cst.Name)}
+    return {name.value for value in values for name in findall(value, like.Name()) if isinstance(name, cst.Name)}
 
 
 def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
@@ -865,11 +859,11 @@ def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
     tables = set()
     for method in cls.body.body:
         if isinstance(method, cst.FunctionDef) and method.name.value in construction:
-            for assign in findall(method, m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))])):
+            for assign in findall(method, like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])):
                 assert isinstance(assign, cst.Assign)
                 target = assign.targets[0].target
                 assert isinstance(target, cst.Attribute)
-                if is_table_name(target.attr.value) and not m.matches(assign.value, m.Name("None")):
+                if is_table_name(target.attr.value) and not matches(assign.value, like.Name("None")):
                     tables.add(target.attr.value)
     return tables
 
@@ -896,7 +890,7 @@ def _construction_methods(cls: cst.ClassDef) -> set[str]:
     references = {
         method.name.value: {
             attribute.attr.value
-            for attribute in findall(method, m.Attribute(value=m.Name("self"), attr=m.Name()))
+            for attribute in findall(method, like.Attribute(value=like.Name("self"), attr=like.Name()))
             if isinstance(attribute, cst.Attribute)
         }
         for method in cls.body.body
@@ -906,7 +900,7 @@ def _construction_methods(cls: cst.ClassDef) -> set[str]:
 
 
 def _reads_table(node: cst.BaseExpression) -> bool:
-    return bool(findall(node, m.Attribute(value=m.Name("self"), attr=m.Name(value=m.MatchIfTrue(is_table_name)))))
+    return bool(findall(node, like.Attribute(value=like.Name("self"), attr=like.Name(value=Satisfies(is_table_name)))))
 
 
 def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:

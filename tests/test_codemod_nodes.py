@@ -1,29 +1,54 @@
-"""`codemods.nodes.findall` finds the nodes that LibCST's `m.findall` finds, the same objects, on every fixture: the
-codemods ask it instead, as it is a few times faster. `rules.edits.Transformer`, the base of the fixes' and codemods'
+"""`codemods.nodes.findall`, with a shape (`like`), finds the nodes that LibCST's `m.findall` finds with the matcher of
+the same shape, the same objects, on every fixture: the codemods ask it instead, as it is a few times faster, and
+importing LibCST's matchers costs every process of a fix 0.17 s, which a fix no longer pays. `rules.edits.Transformer`, the base of the fixes' and codemods'
 transformers, visits as LibCST's `CSTTransformer` does, without the per-attribute hooks that none of them defines."""
 
 from __future__ import annotations
 
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
 import pytest
-from rope_lint.codemods.nodes import findall
+from helpers import REPO
+from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
 
 from rope_lint.rules.edits import Transformer
 
 FIXTURES = sorted((Path(__file__).parents[1] / "fixtures").rglob("*.py"))
-MATCHERS = {
-    "self attribute": m.Attribute(value=m.Name("self"), attr=m.Name()),
-    "call": m.Call(),
-    "names and strings": m.Name() | m.SimpleString(),
-    "stores to self": m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))]),
-    "binding targets": m.AssignTarget() | m.AnnAssign() | m.For() | m.AsName(),
-    "matmul": m.BinaryOperation(operator=m.MatrixMultiply()),
-    "a predicate": m.Call(func=m.MatchIfTrue(lambda func: isinstance(func, cst.Attribute))),
+# Each shape, and LibCST's matcher of it.
+SHAPES = {
+    "self attribute": (
+        like.Attribute(value=like.Name("self"), attr=like.Name()),
+        m.Attribute(value=m.Name("self"), attr=m.Name()),
+    ),
+    "call": (like.Call(), m.Call()),
+    "names and strings": (like.Name() | like.SimpleString(), m.Name() | m.SimpleString()),
+    "stores to self": (
+        like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))]),
+        m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self")))]),
+    ),
+    "binding targets": (
+        like.AssignTarget() | like.AnnAssign() | like.For() | like.AsName(),
+        m.AssignTarget() | m.AnnAssign() | m.For() | m.AsName(),
+    ),
+    "matmul": (like.BinaryOperation(operator=like.MatrixMultiply()), m.BinaryOperation(operator=m.MatrixMultiply())),
+    "a predicate": (
+        like.Call(func=Satisfies(lambda func: isinstance(func, cst.Attribute))),
+        m.Call(func=m.MatchIfTrue(lambda func: isinstance(func, cst.Attribute))),
+    ),
+    "a field of alternatives": (
+        like.Call(func=like.Name("float") | like.Attribute(attr=like.Name("float") | like.Name("to"))),
+        m.Call(func=m.Name("float") | m.Attribute(attr=m.Name("float") | m.Name("to"))),
+    ),
+    "a name of the sequence given": (
+        like.Assign(targets=[like.AssignTarget(like.Name("inv_freq"))]),
+        m.Assign(targets=[m.AssignTarget(m.Name("inv_freq"))]),
+    ),
 }
 
 
@@ -32,8 +57,10 @@ def modules() -> dict[str, cst.Module]:
     return {path.name: cst.parse_module(path.read_text()) for path in FIXTURES}
 
 
-@pytest.mark.parametrize("matcher", MATCHERS.values(), ids=MATCHERS.keys())
-def test_findall_finds_what_libcst_finds(matcher: m.BaseMatcherNode, modules: dict[str, cst.Module]) -> None:
+@pytest.mark.parametrize(("shape", "matcher"), SHAPES.values(), ids=SHAPES.keys())
+def test_findall_finds_what_libcst_finds(
+    shape: Shape, matcher: m.BaseMatcherNode, modules: dict[str, cst.Module]
+) -> None:
     assert len(modules) > 20
     found_any = False
     for name, module in modules.items():
@@ -41,10 +68,47 @@ def test_findall_finds_what_libcst_finds(matcher: m.BaseMatcherNode, modules: di
         classes = [statement for statement in module.body if isinstance(statement, cst.ClassDef)]
         for tree in [module, *classes[:1]]:
             expected = m.findall(tree, matcher)
-            found = findall(tree, matcher)
+            found = findall(tree, shape)
             assert sorted(map(id, found)) == sorted(map(id, expected)), (name, type(tree).__name__)
             found_any = found_any or bool(found)
     assert found_any
+
+
+def test_a_shape_matches_a_fields_value_as_libcsts_matcher_does() -> None:
+    """A node, or any value a field holds: a missing value, a sentinel, a string, a list."""
+    call = cst.parse_expression("torch.arange(n).to(x.device)")
+    assert isinstance(call, cst.Call)
+    values = [call, call.func, call.args, call.args[0].value, call.args[0].keyword, call.args[0].comma, None, "to"]
+    for shape, matcher in SHAPES.values():
+        for value in values:
+            assert matches(value, shape) is m.matches(value, matcher), (shape, value)
+    assert matches(call, like.Call(func=like.Attribute(attr=like.Name("to")), args=[like.Arg()]))
+    assert not matches(call, like.Call(args=[]))
+    with pytest.raises(TypeError, match="Name has the fields value, lpar, rpar"):
+        like.Name(valu="x")
+
+
+def test_a_fix_imports_neither_libcsts_matchers_nor_its_codemod_commands(tmp_path: Path) -> None:
+    """A fix that rewrites a rotary class imports the codemods, and neither `libcst.matchers` (0.17 s to import) nor
+    `libcst.codemod`, which imports it."""
+    rotary = tmp_path / "rotary.py"
+    rotary.write_text((REPO / "fixtures" / "hazards" / "rotary_cache.py").read_text())
+    script = (
+        "import sys\n"
+        "from rope_lint.cli import main\n"
+        "try:\n"
+        "    main(['fix', '--unsafe-fixes', '--select', 'RPL2', sys.argv[1]])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(name for name in sys.modules if name.startswith(('libcst.matchers', 'libcst.codemod'))))\n"
+        "print(sorted(name for name in sys.modules if name.startswith('rope_lint.codemods.')))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(rotary)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    imported, codemods = run.stdout.splitlines()[-2:]
+    assert imported == "[]", imported
+    assert "rope_lint.codemods.rope_tables" in codemods and "rope_lint.codemods.rope_autocast" in codemods
+    assert rotary.read_text() != (REPO / "fixtures" / "hazards" / "rotary_cache.py").read_text()
 
 
 def _recording(base: type) -> type:

@@ -17,8 +17,8 @@ import libcst as cst
 import pytest
 from helpers import REPO, rope_lint
 from libcst.codemod import CodemodContext
-from rope_lint.codemods.rope_autocast import RopeAutocastCommand
-from rope_lint.codemods.rope_tables import RopeTablesCommand, rotary_class_names
+from rope_lint.codemods.commands import RopeAutocastCommand, RopeTablesCommand
+from rope_lint.codemods.rope_tables import rotary_class_names
 from test_rope_autocast import PRODUCTS as PRODUCT_CALLS
 
 from rope_lint import ruff
@@ -262,7 +262,7 @@ def test_the_codemod_runs_through_libcst_tool_outside_the_repository(tmp_path: P
         copy.parent.mkdir()
         shutil.copy(REPO / "fixtures" / "hazards" / "rotary_cache.py", copy)
     command = [sys.executable, "-m", "libcst.tool", "codemod", "--no-format", "-x"]
-    command += ["rope_lint.codemods.rope_tables.RopeTablesCommand", str(through_libcst)]
+    command += ["rope_lint.codemods.commands.RopeTablesCommand", str(through_libcst)]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     fixed = rope_lint("fix", "--unsafe-fixes", "--select", "RPL2", str(through_rope_lint), cwd=tmp_path)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers import load_module
 from libcst.codemod import CodemodContext
-from rope_lint.codemods.rope_autocast import RopeAutocastCommand
+from rope_lint.codemods.commands import RopeAutocastCommand
 
 from rope_lint.engine import Settings, check_source
 from rope_lint.fix.apply import apply_fixes, fixable

@@ -235,7 +235,7 @@ def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_al
     """A buffer with a float32 copy beside it is what the codemod leaves; run again, it adds no second copy."""
     from libcst import parse_module
     from libcst.codemod import CodemodContext
-    from rope_lint.codemods.rope_tables import RopeTablesCommand
+    from rope_lint.codemods.commands import RopeTablesCommand
 
     source = (
         "class ToyRotaryEmbedding(nn.Module):\n"
@@ -295,7 +295,7 @@ class GridRotaryEmbedding(nn.Module):
 def test_a_class_whose_tables_have_no_device_to_move_to_is_left_as_it_is_and_offered_no_fix() -> None:
     from libcst import parse_module
     from libcst.codemod import CodemodContext
-    from rope_lint.codemods.rope_tables import RopeTablesCommand
+    from rope_lint.codemods.commands import RopeTablesCommand
 
     from rope_lint.engine import Settings, check_source
     from rope_lint.rules import select_rules
@@ -343,7 +343,7 @@ def test_a_cache_builder_that_only_forward_calls_runs_at_run_time_and_its_class_
     import torch
     from libcst import parse_module
     from libcst.codemod import CodemodContext
-    from rope_lint.codemods.rope_tables import RopeTablesCommand
+    from rope_lint.codemods.commands import RopeTablesCommand
 
     from rope_lint.engine import Settings, check_source
     from rope_lint.rules import select_rules
@@ -384,7 +384,7 @@ def test_a_class_given_a_device_with_a_kept_buffer_is_left_on_that_device() -> N
     import torch
     from libcst import parse_module
     from libcst.codemod import CodemodContext
-    from rope_lint.codemods.rope_tables import RopeTablesCommand
+    from rope_lint.codemods.commands import RopeTablesCommand
 
     from rope_lint.engine import Settings, check_source
     from rope_lint.rules import select_rules
@@ -404,7 +404,7 @@ def test_an_apply_override_reads_its_tables_where_they_are() -> None:
     """`_apply(self, fn)` takes a function: its table reads stay unmoved, and forward's move to the input's device."""
     from libcst import parse_module
     from libcst.codemod import CodemodContext
-    from rope_lint.codemods.rope_tables import RopeTablesCommand
+    from rope_lint.codemods.commands import RopeTablesCommand
 
     source = (
         "class CachedRotaryEmbedding(nn.Module):\n"
@@ -463,7 +463,7 @@ def test_a_second_codemod_run_leaves_a_table_computed_on_the_cpu_as_it_is() -> N
     source's class is rewritten on every run of the fix, findings or not: `fix.origins.carried_rewrites`)."""
     from libcst import parse_module
     from libcst.codemod import CodemodContext
-    from rope_lint.codemods.rope_tables import RopeTablesCommand
+    from rope_lint.codemods.commands import RopeTablesCommand
 
     source = (
         "class ToyRotaryEmbedding(nn.Module):\n"
@@ -488,6 +488,7 @@ def test_the_rotary_rewrite_leaves_the_modules_other_classes_unvisited(monkeypat
     from libcst import parse_module
     from libcst.codemod import CodemodContext
     from rope_lint.codemods import rope_tables
+    from rope_lint.codemods.commands import RopeTablesCommand
 
     source = (
         "import torch\nfrom torch import nn\n\n\n"
@@ -511,7 +512,7 @@ def test_the_rotary_rewrite_leaves_the_modules_other_classes_unvisited(monkeypat
         return on_leave(self, original_node, updated_node)
 
     monkeypatch.setattr(rope_tables._RotaryClassRewrite, "on_leave", spied)
-    fixed = rope_tables.RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
+    fixed = RopeTablesCommand(CodemodContext()).transform_module(parse_module(source)).code
     assert '* _rope_table_on_device(self, "inv_freq_fp32", position_ids.device)' in fixed, fixed
     assert fixed.endswith(source[source.index("class ToyAttention") :])
     assert "position_ids" in left and "hidden_states" not in left, left
