@@ -1,4 +1,4 @@
-"""The codemods as LibCST codemod commands, for `python -m libcst.tool codemod -x rope_lint.codemods.commands.<Command>`.
+"""The codemods as LibCST codemod commands: `python -m libcst.tool codemod -x rope_lint.codemods.commands.<Command>`.
 
 rope-lint runs the rewrites themselves (`apply_codemods`): `libcst.codemod` imports LibCST's matchers, which take
 0.17 s to import, in each process of a fix.

@@ -61,7 +61,7 @@ class _Shapes:
         def shape(*values: Any, **fields: Any) -> Shape:
             if len(values) > len(names) or not fields.keys() <= set(names):
                 raise TypeError(f"{name} has the fields {', '.join(names)}")
-            return Shape(((kind, (*zip(names, values), *fields.items())),))
+            return Shape(((kind, (*zip(names[: len(values)], values, strict=True), *fields.items())),))
 
         setattr(self, name, shape)  # looked up here once
         return shape

@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
-from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
+from rope_lint.codemods.nodes import Satisfies, findall, like, matches
 
 from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
@@ -89,6 +89,9 @@ from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
 _FP32_SUFFIX = "_fp32"
+# `self.<name> = ...`, and `Buffer` or `<module>.Buffer`.
+_STORE_ON_SELF = like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])
+_BUFFER = like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer"))
 
 
 @dataclass(frozen=True)
@@ -248,12 +251,13 @@ def _persistent_buffers(code: str) -> frozenset[str]:
     if module is None:
         return frozenset()
     names = set()
-    for call in findall(module, like.Call(func=like.Attribute(value=like.Name("self"), attr=like.Name("register_buffer")))):
+    registrations = like.Call(func=like.Attribute(value=like.Name("self"), attr=like.Name("register_buffer")))
+    for call in findall(module, registrations):
         assert isinstance(call, cst.Call)
         name = _string_value(call.args[0].value) if len(call.args) >= 2 else None
         if name and isinstance(call.args[0].value, cst.SimpleString) and _is_persistent_registration(call):
             names.add(name)
-    for assign in findall(module, like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])):
+    for assign in findall(module, _STORE_ON_SELF):
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if _buffer(assign.value)[1]:
             names.add(assign.targets[0].target.attr.value)
@@ -449,9 +453,7 @@ def _unwrap_buffer(value: cst.BaseExpression) -> cst.BaseExpression | None:
 
 def _buffer(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]:
     """The data of an `nn.Buffer(...)` call and whether it is persistent; (None, False) for anything else."""
-    if not (
-        isinstance(value, cst.Call) and matches(value.func, like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer")))
-    ):
+    if not (isinstance(value, cst.Call) and matches(value.func, _BUFFER)):
         return None, False
     positional = [arg for arg in value.args if arg.keyword is None]
     if not positional:
@@ -737,7 +739,7 @@ class _RotaryClassRewrite(Transformer):
         for call in findall(line, like.Call()):
             assert isinstance(call, cst.Call)
             func = call.func
-            if matches(func, like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer"))):
+            if matches(func, _BUFFER):
                 continue  # `nn.Buffer(t)` wraps a tensor, and places the kept buffer on the default device
             if isinstance(func, cst.Name):
                 if not hasattr(builtins, func.value) or func.value in self.bound:
@@ -844,11 +846,12 @@ def _names_read_by_table_stores(method: cst.FunctionDef) -> set[str]:
     """The plain names in the values that the method stores as tables (after step 1: `self.<table> = value`, a
     kept `register_buffer(...)` or `nn.Buffer(...)`, `setattr(self, name, value)`)."""
     values: list[cst.CSTNode] = []
-    for assign in findall(method, like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])):
+    for assign in findall(method, _STORE_ON_SELF):
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if is_table_name(assign.targets[0].target.attr.value):
             values.append(assign.value)
-    for call in findall(method, like.Call(func=like.Name("setattr") | like.Attribute(attr=like.Name("register_buffer")))):
+    stores = like.Call(func=like.Name("setattr") | like.Attribute(attr=like.Name("register_buffer")))
+    for call in findall(method, stores):
         assert isinstance(call, cst.Call)
         values.extend(arg.value for arg in call.args[1:])
     return {name.value for value in values for name in findall(value, like.Name()) if isinstance(name, cst.Name)}
@@ -859,7 +862,7 @@ def _construction_tables(cls: cst.ClassDef, construction: set[str]) -> set[str]:
     tables = set()
     for method in cls.body.body:
         if isinstance(method, cst.FunctionDef) and method.name.value in construction:
-            for assign in findall(method, like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])):
+            for assign in findall(method, _STORE_ON_SELF):
                 assert isinstance(assign, cst.Assign)
                 target = assign.targets[0].target
                 assert isinstance(target, cst.Attribute)

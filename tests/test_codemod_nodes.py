@@ -1,7 +1,8 @@
 """`codemods.nodes.findall`, with a shape (`like`), finds the nodes that LibCST's `m.findall` finds with the matcher of
 the same shape, the same objects, on every fixture: the codemods ask it instead, as it is a few times faster, and
-importing LibCST's matchers costs every process of a fix 0.17 s, which a fix no longer pays. `rules.edits.Transformer`, the base of the fixes' and codemods'
-transformers, visits as LibCST's `CSTTransformer` does, without the per-attribute hooks that none of them defines."""
+importing LibCST's matchers costs every process of a fix 0.17 s, which a fix no longer pays. `rules.edits.Transformer`,
+the base of the fixes' and codemods' transformers, visits as LibCST's `CSTTransformer` does, without the per-attribute
+hooks that none of them defines."""
 
 from __future__ import annotations
 
