@@ -212,33 +212,38 @@ def check_file_keyed(path: FilePath, settings: Settings) -> tuple[list[int] | No
     return status, content_key(data, settings.ignored_codes(path)), _check_bytes(path, data, settings)
 
 
-def read_triggered(path: FilePath, settings: Settings) -> SourceFile | Diagnostic | None:
-    """The file, decoded, or the finding that says why it cannot be read; None when it holds no rule's trigger, which
-    a check never decodes, so that a fix says of a file what a check says."""
+def read_triggered(path: FilePath, settings: Settings) -> TriggeredSource | Diagnostic | None:
+    """The file, decoded, with where its bytes hold triggers, or the finding that says why it cannot be read; None when
+    it holds no rule's trigger, which a check never decodes, so that a fix says of a file what a check says."""
     data = read_bytes(path)
-    if isinstance(data, Diagnostic):
-        return data
-    return None if _triggered_occurrences(data, settings) is None else decode(path, data)
+    return data if isinstance(data, Diagnostic) else _triggered_source(path, data, settings)
 
 
-def _triggered_occurrences(data: bytes, settings: Settings) -> candidates.Occurrences | None:
+# A file's text, and the occurrences of triggers in its bytes as read, which its check reads (`check_source`).
+TriggeredSource = tuple[SourceFile, "candidates.Occurrences"]
+
+
+def _triggered_source(path: FilePath, data: bytes, settings: Settings) -> TriggeredSource | Diagnostic | None:
     # Triggers are ASCII, and Python source is in an ASCII-compatible encoding: bytes without one need no decoding.
     if not settings.may_match(data):
         return None
     from rope_lint.prefilter import candidates
 
     occurrences = candidates.Occurrences(candidates.as_parsed(data), screens=settings.screens, groups=settings.groups)
-    return occurrences if occurrences.triggered(settings.triggers) else None
+    if not occurrences.triggered(settings.triggers):
+        return None
+    source = decode(path, data)
+    if isinstance(source, Diagnostic):
+        return source
+    occurrences.encoding = source.encoding
+    return source, occurrences
 
 
 def _check_bytes(path: FilePath, data: bytes, settings: Settings) -> list[Diagnostic]:
-    occurrences = _triggered_occurrences(data, settings)
-    if occurrences is None:
-        return []
-    source = decode(path, data)
-    if isinstance(source, Diagnostic):
-        return [source]
-    occurrences.encoding = source.encoding
+    triggered = _triggered_source(path, data, settings)
+    if triggered is None or isinstance(triggered, Diagnostic):
+        return [] if triggered is None else [triggered]
+    source, occurrences = triggered
     return _findings(str(path), source.text, settings, occurrences)
 
 

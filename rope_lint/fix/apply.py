@@ -109,12 +109,14 @@ class RuffOnOriginal:
 def drafted(path: Path, settings: Settings, unsafe: bool) -> FixDraft | FileFixOutcome:
     """The first half of `fix_file`: the file checked and its fixes applied; the outcome itself where it has none to
     apply, or where they fail."""
-    source = read_triggered(path, settings)
-    if source is None:
+    triggered = read_triggered(path, settings)
+    if triggered is None:
         return FileFixOutcome(str(path))
-    if isinstance(source, Diagnostic):
-        return FileFixOutcome(str(path), remaining=[source])
-    found = spelled_as_origins(path, source.text, check_source(str(path), source.text, settings), settings)
+    if isinstance(triggered, Diagnostic):
+        return FileFixOutcome(str(path), remaining=[triggered])
+    source, occurrences = triggered
+    found = check_source(str(path), source.text, settings, occurrences)
+    found = spelled_as_origins(path, source.text, found, settings)
     chosen = fixable(found, unsafe)
     carried = fixable(carried_rewrites(path, source.text, found), unsafe)
     if not chosen + carried:
