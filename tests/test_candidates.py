@@ -497,6 +497,40 @@ def test_an_encoded_file_reports_the_columns_of_its_decoded_text(
     assert len(trees) == 1 and definitions(trees[0]) == {"positions"}, "the split applies to the file's bytes"
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        ("# -*- coding: latin-1 -*-\n" + ENCODED_SOURCE).encode("latin-1"),
+        b"\xef\xbb\xbf" + ENCODED_SOURCE.encode("utf-8"),
+        ENCODED_SOURCE.encode("utf-8"),
+    ],
+    ids=["latin-1 cookie", "utf-8 bom", "utf-8"],
+)
+def test_a_fix_checks_a_file_with_the_occurrences_that_reading_its_bytes_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes
+) -> None:
+    """The prefilter's scan of a file's bytes serves its check in a fix, as in a check: the fix finds what the check
+    finds, and the occurrences of its text are not searched again (those of the fixed text are, where the fix parses
+    it)."""
+    from rope_lint.fix import apply
+
+    path = tmp_path / "model.py"
+    path.write_bytes(data)
+    searched: list[str] = []
+    real_of_text = candidates.Occurrences.of_text
+
+    def of_text(source: str, *args: object) -> candidates.Occurrences:
+        searched.append(source)
+        return real_of_text(source, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(candidates.Occurrences, "of_text", of_text)
+    draft = apply.drafted(path, ALL, unsafe=True)
+    assert isinstance(draft, apply.FixDraft)
+    assert draft.source.text not in searched
+    assert draft.found == check_file(path, ALL)
+    assert [d.code for d in draft.found] == ["RPL101"]
+
+
 # Cases where a split by lines could go wrong: each is found as a full parse finds it.
 
 
