@@ -104,7 +104,8 @@ def test_a_fix_imports_neither_libcsts_matchers_nor_its_codemod_commands(tmp_pat
         "print(sorted(name for name in sys.modules if name.startswith(('libcst.matchers', 'libcst.codemod'))))\n"
         "print(sorted(name for name in sys.modules if name.startswith('rope_lint.codemods.')))\n"
     )
-    run = subprocess.run([sys.executable, "-c", script, str(rotary)], capture_output=True, text=True, timeout=600)
+    command = [sys.executable, "-c", script, str(rotary)]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     imported, codemods = run.stdout.splitlines()[-2:]
     assert imported == "[]", imported
