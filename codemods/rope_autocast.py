@@ -48,11 +48,10 @@ def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
 def _read_imports(file: CodemodFile, module: cst.Module) -> FileContext:
     """The file, read as far as the rules read its imports. From the file itself: rope-lint hands the codemod a run
     of the file's statements, without its imports. From the module when there is no file to read (a rule's example)."""
-    text = file.text
-    if text is None:
-        text = module.code
-    tree = file.tree(text) or ast.Module(body=[], type_ignores=[])
-    return FileContext(file.path or "", text, tree, ())
+    if file.text is None:
+        file = CodemodFile(file.path, module.code)
+    assert file.text is not None
+    return FileContext(file.path or "", file.text, file.tree or ast.Module(body=[], type_ignores=[]), ())
 
 
 class _Names:

@@ -114,11 +114,13 @@ class CodemodFile:
         except (OSError, UnicodeDecodeError):
             return None
 
-    def tree(self, text: str) -> ast.Module | None:
-        """The syntax tree of `text`, the file's text: the tree given with it, else parsed; None where it does not
+    @functools.cached_property
+    def tree(self) -> ast.Module | None:
+        """The syntax tree of `text`: the one given with it, else parsed; None where there is no text, or it does not
         parse."""
-        given = self.given_tree
-        return given if given is not None and self.given_text is text else generated.parsed_text(text)
+        if self.given_tree is not None and self.given_text is not None:
+            return self.given_tree
+        return generated.parsed_text(self.text) if self.text is not None else None
 
 
 def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
@@ -136,7 +138,7 @@ def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
     bases = {base.id for name in movable for base in classes[name].bases if isinstance(base, ast.Name)}
     if bases - classes.keys():
         # The module may be a run of the file's statements: the other bases are read from the whole text.
-        whole = file.tree(file.text) if file.text else None
+        whole = file.tree
         classes = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
     # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
     construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}

@@ -241,8 +241,10 @@ def _triggered_source(path: FilePath, data: bytes, settings: Settings) -> Trigge
 
 def _check_bytes(path: FilePath, data: bytes, settings: Settings) -> list[Diagnostic]:
     triggered = _triggered_source(path, data, settings)
-    if triggered is None or isinstance(triggered, Diagnostic):
-        return [] if triggered is None else [triggered]
+    if triggered is None:
+        return []
+    if isinstance(triggered, Diagnostic):
+        return [triggered]
     source, occurrences = triggered
     return _findings(str(path), source.text, settings, occurrences)
 
