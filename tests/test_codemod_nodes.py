@@ -7,6 +7,7 @@ hooks that none of them defines."""
 from __future__ import annotations
 
 import importlib
+import operator
 import re
 import subprocess
 import sys
@@ -16,9 +17,9 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 from helpers import REPO
-from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
+from rope_lint.codemods.nodes import Satisfies, Shape, _descendants, findall, like, matches
 
-from rope_lint.rules.edits import Transformer
+from rope_lint.rules.edits import Transformer, _descendant_kinds
 
 FIXTURES = sorted((Path(__file__).parents[1] / "fixtures").rglob("*.py"))
 # Each shape, and LibCST's matcher of it.
@@ -145,6 +146,72 @@ def test_a_transformer_visits_and_rewrites_as_libcsts_does(modules: dict[str, cs
         assert module.visit(ours).code == module.visit(theirs).code, name
         assert ours.calls == theirs.calls, name
     assert any("class " in module.code for module in modules.values())
+
+
+# Python's syntax beyond what the fixtures and rope-lint's own code write.
+SYNTAX = """\
+import a.b as c
+from . import d
+@decorator(1)
+async def f(x: int, /, *args: str, y=..., **kwargs) -> None:
+    global g
+    async with a as (b, c), d:
+        async for item in await x:
+            yield (z := item)
+    match x:
+        case [1, *rest] | {"k": _} if rest:
+            pass
+        case Point(x=0) as p:
+            del p
+    try:
+        raise E from None
+    except* (E, F) as group:
+        nonlocal_value = lambda q, *, r=2: q if r else -q
+    finally:
+        assert x, f"{x!r:>{width}} {y=}"
+    return [*a], {**b}, {i for i in c if i}, {k: v for k, v in d}, a[1:2, ::3], b @ c, not a < b <= c
+"""
+
+
+def test_a_nodes_descendants_are_of_the_kinds_that_its_fields_allow(modules: dict[str, cst.Module]) -> None:
+    """What `Transformer` leaves unvisited rests on `_descendant_kinds`, read from LibCST's annotations: every node
+    of every fixture, of rope-lint's own code and of a module of the rest of Python's syntax holds only nodes of
+    those kinds."""
+    own = {path.name: cst.parse_module(path.read_text()) for path in sorted((REPO / "rope_lint").rglob("*.py"))}
+    seen = set()
+    for name, module in {**modules, **own, "syntax": cst.parse_module(SYNTAX)}.items():
+        for node in _descendants(module):
+            inside = {type(descendant) for descendant in _descendants(node)[1:]}
+            assert inside <= _descendant_kinds(type(node)), (name, type(node).__name__)
+            seen.add(type(node))
+    assert {cst.Match, cst.MatchAs, cst.TryStar, cst.NamedExpr, cst.FormattedStringExpression, cst.Await} <= seen
+
+
+def test_a_transformer_leaves_unvisited_what_holds_no_node_it_has_a_method_for() -> None:
+    """LibCST rebuilds each node it visits. For a transformer with a method for calls only, the nodes in which no
+    call can lie (a number, a comma, a comment) are the very objects they were, and the calls are rewritten as
+    LibCST's transformer rewrites them."""
+
+    def renaming(base: type) -> type:
+        class Renaming(base):  # type: ignore[misc, valid-type]
+            def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+                return updated_node.with_changes(func=cst.Name("g"))
+
+        return Renaming
+
+    module = cst.parse_module("f(a, b)\nx = [1, 2.0]  # two\n")
+    ours, theirs = module.visit(renaming(Transformer)()), module.visit(renaming(cst.CSTTransformer)())
+    assert ours.code == theirs.code == "g(a, b)\nx = [1, 2.0]  # two\n"
+
+    def leaves(tree: cst.Module) -> list[cst.CSTNode]:
+        line = tree.body[1]
+        assert isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[0], cst.Assign)
+        assert isinstance(line.body[0].value, cst.List)
+        first = line.body[0].value.elements[0]
+        return [first.value, first.comma, line.trailing_whitespace]
+
+    assert all(map(operator.is_, leaves(ours), leaves(module)))
+    assert not any(map(operator.is_, leaves(theirs), leaves(module)))
 
 
 def test_no_transformer_defines_a_per_attribute_hook() -> None:

@@ -5,6 +5,7 @@ LibCST."""
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Callable
 
 import libcst as cst
@@ -18,11 +19,17 @@ if TYPE_CHECKING:
 class Transformer(cst.CSTTransformer):
     """A LibCST transformer that calls its `visit_<Node>` and `leave_<Node>` methods, and no per-attribute hooks
     (`visit_<Node>_<attribute>`): LibCST looks each of those up by name for every field of every node it visits, a
-    fifth of the rope codemod's time in the fix of the transformers 5.24.0 package. Its subclasses define none."""
+    fifth of the rope codemod's time in the fix of the transformers 5.24.0 package. Its subclasses define none.
+
+    It leaves unvisited the children of a node in which no node can lie that it has a method for (`_hooked`): LibCST
+    rebuilds every node it visits, and most of a class's nodes are its whitespace, commas and dots."""
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        visit = _hook(type(self), "visit_", type(node))
-        return visit is None or visit(self, node) is not False
+        kind = type(node)
+        visit = _hook(type(self), "visit_", kind)
+        if visit is not None and visit(self, node) is False:
+            return False
+        return not _hooked(type(self)).isdisjoint(_descendant_kinds(kind))
 
     def on_leave(  # type: ignore[override]  (LibCST's is generic in the node's type)
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
@@ -39,8 +46,52 @@ class Transformer(cst.CSTTransformer):
 
 @functools.cache
 def _hook(transformer: type, prefix: str, node: type) -> Callable | None:
-    """The transformer's method for a type of node, as LibCST names it (`visit_Call`), or None."""
-    return getattr(transformer, prefix + node.__name__, None)
+    """The transformer's method for a type of node, as LibCST names it (`visit_Call`), or None. LibCST's own, which
+    do nothing, are None."""
+    hook = getattr(transformer, prefix + node.__name__, None)
+    return None if hook is None or hook.__module__.startswith("libcst.") else hook
+
+
+@functools.cache
+def _hooked(transformer: type) -> frozenset[type]:
+    """The node types that the transformer has a `visit_` or `leave_` method for."""
+    return frozenset(
+        kind
+        for kind in _node_kinds(cst.CSTNode)
+        if _hook(transformer, "visit_", kind) is not None or _hook(transformer, "leave_", kind) is not None
+    )
+
+
+@functools.cache
+def _descendant_kinds(kind: type) -> frozenset[type]:
+    """The node types that can lie anywhere inside a node of type `kind`, from the types of its fields."""
+    found: set[type] = set()
+    pending = [kind]
+    while pending:
+        for child in _field_kinds(pending.pop()) - found:
+            found.add(child)
+            pending.append(child)
+    return frozenset(found)
+
+
+@functools.cache
+def _field_kinds(kind: type) -> frozenset[type]:
+    """The node types that the fields of a node of type `kind` can hold, as LibCST annotates them."""
+    return frozenset(child for hint in typing.get_type_hints(kind).values() for child in _annotated_kinds(hint))
+
+
+def _annotated_kinds(hint: object) -> set[type]:
+    """The node types that a value annotated `hint` can be: a node type and its subclasses, the types inside a
+    `Sequence[...]`, `Union[...]` or `Optional[...]`; no others."""
+    if typing.get_args(hint):
+        return {kind for argument in typing.get_args(hint) for kind in _annotated_kinds(argument)}
+    return _node_kinds(hint) if isinstance(hint, type) and issubclass(hint, cst.CSTNode) else set()
+
+
+@functools.cache
+def _node_kinds(base: type) -> frozenset[type]:
+    """`base` and every subclass of it."""
+    return frozenset({base}.union(*(_node_kinds(subclass) for subclass in base.__subclasses__())))
 
 
 def int64_enumeration(call: cst.Call, enumeration: Int64Enumeration) -> cst.BaseExpression:
