@@ -229,16 +229,36 @@ def test_a_formatted_or_tidied_text_that_does_not_compile_is_written_unformatted
     compile(path.read_text(), str(path), "exec")
 
 
+def test_a_fix_compiles_the_draft_only_where_ruffs_formatting_of_it_does_not_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ruff formats only code that parses and keeps its syntax tree, so a formatting that compiles vouches for the
+    draft: the fix compiles the texts ruff made, and the draft only where they do not compile. The enumerations'
+    fixture has fixes that ruff formats and an import that the tidy adds."""
+    path = tmp_path / "enumeration_bounds.py"
+    shutil.copy(REPO / "fixtures" / "hazards" / path.name, path)
+    settings = Settings(select_rules(["ALL"], []), tmp_path)
+    draft = fixes.drafted(path, settings, unsafe=True)
+    assert isinstance(draft, fixes.FixDraft)
+    compiled: list[str] = []
+    real_compile_error = fixes.compile_error
+    monkeypatch.setattr(fixes, "compile_error", lambda text: compiled.append(text) or real_compile_error(text))
+    outcome = fixes.fix_file(path, settings, unsafe=True, diff_only=False)
+    assert outcome.error is None and outcome.fixed
+    assert len(compiled) == 2 and compiled[-1] == path.read_text() != compiled[0]
+    assert draft.result.text not in compiled
+
+
 def test_a_file_changed_since_it_was_read_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "model.py"
     path.write_text(HAZARD)
-    real_apply = fixes.apply_fixes
+    real_apply = fixes.unverified_fixes
 
     def apply_while_someone_edits(source: str, diagnostics: list) -> fixes.FixResult:
         path.write_text(HAZARD + "# edited meanwhile\n")
         return real_apply(source, diagnostics)
 
-    monkeypatch.setattr(fixes, "apply_fixes", apply_while_someone_edits)
+    monkeypatch.setattr(fixes, "unverified_fixes", apply_while_someone_edits)
     outcome = fixes.fix_file(path, Settings(select_rules(["ALL"], []), tmp_path), unsafe=False, diff_only=False)
     assert outcome.error and "changed on disk" in outcome.error
     assert path.read_text() == HAZARD + "# edited meanwhile\n"

@@ -88,7 +88,8 @@ def fix_file(path: Path, settings: Settings, unsafe: bool, diff_only: bool, hold
 @dataclass
 class FixDraft:
     """A file's fixes applied (`drafted`), before ruff formats and tidies them (`finished`): the file as read, its
-    findings, the rewrites carried from the files it is generated from, and the fixed text."""
+    findings, the rewrites carried from the files it is generated from, and the fixed text, which `finished`
+    compiles, or the text that ruff formats from it."""
 
     path: Path
     source: SourceFile
@@ -122,7 +123,7 @@ def drafted(path: Path, settings: Settings, unsafe: bool) -> FixDraft | FileFixO
     if not chosen + carried:
         return FileFixOutcome(str(path), remaining=found)
     try:
-        return FixDraft(path, source, found, carried, apply_fixes(source.text, chosen + carried))
+        return FixDraft(path, source, found, carried, unverified_fixes(source.text, chosen + carried))
     except Exception as error:
         return _failed(path, found, error)
 
@@ -140,10 +141,12 @@ def finished(
     path, source, found, result = draft.path, draft.source, draft.found, draft.result
     original = (originals or {}).get(path, RuffOnOriginal(None, None))
     try:
-        # ruff works after the check in `apply_fixes`: a formatted or tidied text is kept only if it compiles too, and
-        # otherwise the text that did is written.
+        # A formatted or tidied text is kept only if it compiles, and otherwise the text before it, if that does. The
+        # draft is compiled only where ruff did not format it, or its formatting does not compile: ruff formats only
+        # code that parses, and its formatting keeps the syntax tree, so the two compile alike.
         formatted = formatted_like_original(path, source.text, result.text, result.regions, original.diff)
-        formatted = _compiling_or(formatted, result.text)
+        if formatted == result.text or compile_error(formatted) is not None:
+            formatted = _compiled(result.text)
         text = _compiling_or(imports_tidied(path, source.text, formatted, original.import_codes), formatted)
         if not (diff_only or hold):
             write_atomically(source, text)
@@ -335,7 +338,16 @@ def fixable(diagnostics: Iterable[Diagnostic], unsafe: bool) -> list[Diagnostic]
 
 
 def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
-    """Edit `source` at each finding's range. Raises UnsafeResultError when the result would not compile.
+    """Edit `source` at each finding's range (`unverified_fixes`). Raises UnsafeResultError when the result would not
+    compile."""
+    result = unverified_fixes(source, diagnostics)
+    _compiled(result.text)
+    return result
+
+
+def unverified_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
+    """Edit `source` at each finding's range, without compiling the result: `finished` compiles it, or the text that
+    ruff formats from it.
 
     LibCST is slow on large files, so only the top-level statements that hold a finding are parsed and edited, each
     run of them on its own, and spliced back between the untouched lines. Every fix is local to its statement (a
@@ -379,15 +391,20 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
         before = len(physical_lines(text))
         text, at = with_imports(text, names.imports)
         regions = _shifted(regions, at, len(physical_lines(text)) - before)
-    error = compile_error(text)
-    if error is not None:
-        raise UnsafeResultError(f"the fixed code would not compile ({error}); the file was left as it was")
     return FixResult(text, applied, regions)
 
 
 def _shifted(regions: list[Region], at: int, added: int) -> list[Region]:
     """The changed regions after `added` lines were inserted at line `at` (0-based) of the new text."""
     return [(a, b, c + added, d + added) if c >= at else (a, b, c, d) for a, b, c, d in regions]
+
+
+def _compiled(text: str) -> str:
+    """`text`, which compiles; else UnsafeResultError."""
+    error = compile_error(text)
+    if error is not None:
+        raise UnsafeResultError(f"the fixed code would not compile ({error}); the file was left as it was")
+    return text
 
 
 def compile_error(text: str) -> str | None:
