@@ -17,7 +17,7 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 from helpers import REPO
-from rope_lint.codemods.nodes import Satisfies, Shape, _descendants, findall, like, matches
+from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
 
 from rope_lint.rules.edits import Transformer, _descendant_kinds
 
@@ -178,12 +178,15 @@ def test_a_nodes_descendants_are_of_the_kinds_that_its_fields_allow(modules: dic
     of every fixture, of rope-lint's own code and of a module of the rest of Python's syntax holds only nodes of
     those kinds."""
     own = {path.name: cst.parse_module(path.read_text()) for path in sorted((REPO / "rope_lint").rglob("*.py"))}
+
+    def kinds_inside(node: cst.CSTNode, name: str) -> set[type]:
+        inside = {kind for child in node.children for kind in {type(child), *kinds_inside(child, name)}}
+        assert inside <= _descendant_kinds(type(node)), (name, type(node).__name__)
+        return inside
+
     seen = set()
     for name, module in {**modules, **own, "syntax": cst.parse_module(SYNTAX)}.items():
-        for node in _descendants(module):
-            inside = {type(descendant) for descendant in _descendants(node)[1:]}
-            assert inside <= _descendant_kinds(type(node)), (name, type(node).__name__)
-            seen.add(type(node))
+        seen |= kinds_inside(module, name)
     assert {cst.Match, cst.MatchAs, cst.TryStar, cst.NamedExpr, cst.FormattedStringExpression, cst.Await} <= seen
 
 
