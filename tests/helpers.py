@@ -248,7 +248,7 @@ def broken_fix(old: str, new: str) -> str:
         "from rope_lint.fix import apply\n"
         "def broken(source, diagnostics):\n"
         f"    return apply.FixResult(source.replace({old!r}, {new!r}), list(diagnostics))\n"
-        "apply.apply_fixes = broken\n"
+        "apply.unverified_fixes = broken\n"
         "from rope_lint.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
