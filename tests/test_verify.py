@@ -67,6 +67,16 @@ def test_every_rotary_class_and_changed_function_is_verified_and_the_fix_written
 BROKEN_FIX = broken_fix("positions / self.scaling_factor", "positions * self.scaling_factor")
 
 
+def test_the_broken_fix_breaks_the_file_without_verify(package: Path) -> None:
+    """The tests below rest on `broken_fix` replacing the function that a fix's drafting calls: without `--verify`,
+    its change is written."""
+    rotary = package / ROTARY
+    assert "positions / self.scaling_factor" in rotary.read_text()
+    run = run_python(BROKEN_FIX, "fix", "--unsafe-fixes", str(package))
+    assert run.stderr == "" and run.returncode == 1  # the broken fix leaves every finding in place
+    assert "positions * self.scaling_factor" in rotary.read_text()
+
+
 def test_a_rewrite_that_changes_a_result_is_not_written_and_says_why(package: Path) -> None:
     rotary = package / ROTARY
     before = rotary.read_bytes()
