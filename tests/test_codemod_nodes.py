@@ -2,7 +2,7 @@
 the same shape, the same objects, on every fixture: the codemods ask it instead, as it is a few times faster, and
 importing LibCST's matchers costs every process of a fix 0.17 s, which a fix no longer pays. `rules.edits.Transformer`,
 the base of the fixes' and codemods' transformers, visits as LibCST's `CSTTransformer` does, without the per-attribute
-hooks that none of them defines."""
+hooks that none of them defines, and leaves unvisited the nodes in which none can lie that it has a method for."""
 
 from __future__ import annotations
 
