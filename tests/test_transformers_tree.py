@@ -410,6 +410,21 @@ BANNER = """#                🚨🚨🚨🚨🚨🚨🚨🚨🚨🚨🚨🚨�
 MODULAR = "from ..llama.modeling_llama import LlamaScaler\n\n\nclass MistralScaler(LlamaScaler):\n    pass\n"
 
 
+def test_a_generated_files_origin_counts_lines_as_python_does(tmp_path: Path) -> None:
+    """A form feed alone on a line is one line to Python, and two to `str.splitlines`: the origin of a finding below
+    it is the statement on the finding's own line."""
+    package = small_tree(tmp_path)
+    mistral = package / "models" / "mistral"
+    mistral.mkdir()
+    (mistral / "modular_mistral.py").write_text(MODULAR)
+    generated = SOURCE.replace("Llama", "Mistral").replace("\n\nclass", "\n\x0c\nclass")
+    (mistral / "modeling_mistral.py").write_text(BANNER + generated)
+    check = rope_lint("check", str(mistral / "modeling_mistral.py"))
+    assert "(generated from modular_mistral.py, which inherits LlamaScaler from ../llama/modeling_llama.py:12)" in (
+        check.stdout
+    )
+
+
 def test_a_fix_of_a_generated_file_fixes_the_parent_it_inherits_from(tmp_path: Path) -> None:
     package = small_tree(tmp_path)
     mistral = package / "models" / "mistral"

@@ -35,7 +35,7 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
         return findings
     origins: dict[str, tuple[list[Diagnostic], dict[str, str]]] = {}
     here: dict[str, str] | None = None  # what the file's imported names mean
-    lines = text.splitlines()
+    lines = generated.text_lines(text)
     result = []
     for finding in findings:
         fix = finding.fix
@@ -48,7 +48,7 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
         if found.path not in origins and len(origins) < _CACHED_ORIGINS:
             origins[found.path] = _checked_origin(found.path, generated.file_text(found.path), settings)
         checked, there = origins.get(found.path, ([], None))
-        origin_lines = generated.file_text(found.path).splitlines()
+        origin_lines = generated.text_lines(generated.file_text(found.path))
         shift = _indent(origin_lines[found.line - 1]) - _indent(lines[finding.start.line - 1])
         twin = next(
             (

@@ -10,6 +10,7 @@ too.
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 from array import array
@@ -22,6 +23,7 @@ from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
 from rope_lint.files import SOURCE_LIMIT, Excludes, discover, read_regular
 from rope_lint.prefilter.candidates import parse_outline
+from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.transformers.banner import generated_text, is_modular_source, modular_source
 
 if TYPE_CHECKING:
@@ -56,7 +58,7 @@ def origin(path: FilePath, text: str, line: int) -> Origin | None:
     modular = modular_source(path, text)
     if modular is None:
         return None
-    statement = text.splitlines()[line - 1].strip()
+    statement = text_lines(text)[line - 1].strip()
     enclosing = _enclosing_definition(text, line)
     tree = _outline(modular)
     if tree is None:
@@ -151,27 +153,23 @@ def definition_code(text: str, node: Definition) -> str:
     """The code of the top-level definition `node` of `text` from its `def` or `class` on, as
     `ast.get_source_segment` gives it. `node` is the outline's (`outlined_once`), which ends at its cut body's `pass`:
     where the code ends on its last line, only a parse of its lines alone tells. Empty where they do not parse."""
-    lines = _lines(text)  # split once: `get_source_segment` on the whole text would split it on every call
+    lines = text_lines(text)  # split once: `get_source_segment` on the whole text would split it on every call
     first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
     code = "".join(lines[first : last + 1]) if 0 <= first <= last < len(lines) else ""
     parsed = parsed_once(code)
     return (ast.get_source_segment(code, parsed.body[0]) or "") if parsed and parsed.body else ""
 
 
-# A line as `ast` counts lines: ended by "\r\n", "\r" or "\n" (not by a form feed, as `str.splitlines` would).
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-
-
-@lru_cache(maxsize=64)
-def _lines(text: str) -> list[str]:
-    return _LINE.findall(text)
+# The lines of a text as Python numbers them (`physical_lines`), for the last 64 texts: a generated file's findings
+# and the statements they come from are looked up line by line, many in the same few files.
+text_lines = lru_cache(maxsize=64)(physical_lines)
 
 
 def line_starts(text: str) -> array[int]:
     """Where each line of the text starts, as the parser numbers lines, and where the text ends: line n is
     `text[starts[n - 1] : starts[n]]`."""
     starts = array("i", [0])  # 4 bytes an offset: a source file is read only up to 50 MB
-    starts.extend(match.end() for match in _LINE.finditer(text))
+    starts.extend(itertools.accumulate(map(len, physical_lines(text))))
     return starts
 
 
@@ -226,7 +224,7 @@ def release_caches() -> None:
     """Drop the cached syntax trees and lines: after a fix's map they are not read again, and hold 70 MB."""
     parsed_text.cache_clear()
     outlined_text.cache_clear()
-    _lines.cache_clear()
+    text_lines.cache_clear()
 
 
 def _outline(path: str) -> ast.Module | None:
@@ -244,7 +242,7 @@ def _enclosing_definition(text: str, line: int) -> Definition | None:
 
 def _find_line(path: str, statement: str, node: ast.AST) -> int | None:
     """The first line within `node` whose text, stripped, is `statement`."""
-    lines = file_text(path).splitlines()
+    lines = text_lines(file_text(path))
     first, last = getattr(node, "lineno", 1), getattr(node, "end_lineno", None) or len(lines)
     for number in range(first, last + 1):
         if lines[number - 1].strip() == statement:
