@@ -5,6 +5,7 @@ command runs once per session on each release (tests/releases.py); these tests j
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -307,6 +308,16 @@ def only_copy(package: Path) -> object:
     checker = CopyChecker(package)
     (copy,) = checker.copies()
     return checker.divergence(copy)
+
+
+def test_a_copy_comment_is_on_its_line_as_python_numbers_lines(tmp_path: Path) -> None:
+    """A form feed alone on a line above the copy is one line to Python, and two to `str.splitlines`: the copy is
+    found at its comment's line, and still matches its source."""
+    package = small_tree(tmp_path, COPY.replace("\n\n# Copied from", "\n\x0c\n# Copied from"))
+    (copy,) = CopyChecker(package).copies()
+    comment = ast.parse(copy.path.read_text()).body[2].lineno - 1  # the class's line, less the comment's
+    assert copy.line == comment == 5
+    assert only_copy(package) is None
 
 
 def test_ignore_copy_blocks_and_all_casing_renames(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from rope_lint import ruff
 from rope_lint.diagnostics import COPY_DIVERGED, Diagnostic, Position
 from rope_lint.files import SOURCE_LIMIT, read_regular
+from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.transformers import generated
 
 _COPY_COMMENT = re.compile(r"^(\s*)#\s*Copied from\s+transformers\.(\S+\.\S+)\s*($|\S.*$)")
@@ -55,9 +56,7 @@ class CopyChecker:
         `disk`, a checker of the same tree on disk, reads the other files for this one: a file the fix left alone is
         then held once for the two."""
         self.root = root.resolve()
-        self._lines: dict[Path, list[str] | None] = {
-            path: text.splitlines(keepends=True) for path, text in (texts or {}).items()
-        }
+        self._lines: dict[Path, list[str] | None] = {path: physical_lines(text) for path, text in (texts or {}).items()}
         self._disk = disk
 
     def copies(self) -> list[Copy]:
@@ -158,7 +157,7 @@ class CopyChecker:
                 return None
             if needed is not None and needed not in text:
                 return None
-            self._lines[path] = text.splitlines(keepends=True)
+            self._lines[path] = physical_lines(text)
         return self._lines[path]
 
 
