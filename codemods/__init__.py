@@ -14,7 +14,7 @@ import ast
 
 import libcst as cst
 from rope_lint.codemods import rope_autocast, rope_tables
-from rope_lint.codemods.rope_tables import CodemodFile
+from rope_lint.codemods.codemod_file import CodemodFile
 
 # The codemods that rule fixes name (a `ClassRewrite` payload's `codemod`), in the order they run.
 CODEMODS = {"rope_tables": rope_tables.rewrite, "rope_autocast": rope_autocast.rewrite}

@@ -9,7 +9,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodCommand
 from rope_lint.codemods import rope_autocast, rope_tables
-from rope_lint.codemods.rope_tables import CodemodFile, with_table_on_device
+from rope_lint.codemods.codemod_file import CodemodFile
+from rope_lint.codemods.rope_tables import with_table_on_device
 
 
 class RopeTablesCommand(CodemodCommand):

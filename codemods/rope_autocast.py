@@ -30,8 +30,9 @@ import ast
 import textwrap
 
 import libcst as cst
+from rope_lint.codemods.codemod_file import CodemodFile
 from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
-from rope_lint.codemods.rope_tables import CodemodFile, rotary_class_names
+from rope_lint.codemods.rope_tables import rotary_class_names
 
 from rope_lint.rules.analysis import autocast, rotary
 from rope_lint.rules.analysis.context import FileContext

@@ -67,10 +67,10 @@ import builtins
 import functools
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
+from rope_lint.codemods.codemod_file import CodemodFile
 from rope_lint.codemods.nodes import Satisfies, findall, like, matches
 
 from rope_lint.prefilter import candidates
@@ -92,35 +92,6 @@ _FP32_SUFFIX = "_fp32"
 # `self.<name> = ...`, and `Buffer` or `<module>.Buffer`.
 _STORE_ON_SELF = like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])
 _BUFFER = like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer"))
-
-
-@dataclass(frozen=True)
-class CodemodFile:
-    """The file of which a codemod rewrites the module, or a run of its statements: its path, and its whole text and
-    that text's syntax tree, where rope-lint has them (`apply_codemods`); else its text is read from its path."""
-
-    path: str | None = None
-    given_text: str | None = None
-    given_tree: ast.Module | None = None
-
-    @functools.cached_property
-    def text(self) -> str | None:
-        if self.given_text is not None:
-            return self.given_text
-        if not self.path:
-            return None
-        try:
-            return Path(self.path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    @functools.cached_property
-    def tree(self) -> ast.Module | None:
-        """The syntax tree of `text`: the one given with it, else parsed; None where there is no text, or it does not
-        parse."""
-        if self.given_tree is not None and self.given_text is not None:
-            return self.given_tree
-        return generated.parsed_text(self.text) if self.text is not None else None
 
 
 def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
@@ -922,7 +893,7 @@ def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:
     if method == "to":
         dtype = _keyword(value, "dtype")
         positional = [arg for arg in value.args if arg.keyword is None]
-        if dtype is None and len(positional) == 1 and "dtype" in cst.Module([]).code_for_node(positional[0].value):
+        if dtype is None and len(positional) == 1 and "dtype" in _code(positional[0].value):
             return value.func.value
         if dtype is not None and not positional and len(value.args) == 1:
             return value.func.value
@@ -936,7 +907,7 @@ def _without_device_move(call: cst.Call) -> cst.BaseExpression:
         arg
         for arg in call.args
         if not (arg.keyword is not None and arg.keyword.value == "device")
-        and not (arg.keyword is None and "device" in cst.Module([]).code_for_node(arg.value))
+        and not (arg.keyword is None and "device" in _code(arg.value))
     ]
     if not kept:
         return call.func.value
