@@ -309,16 +309,14 @@ class _TableStores(Transformer):
                     return updated_node  # the class reads the float32 copy already
                 if data is not None and (persistent or name in self.kept) and not name.endswith(_FP32_SUFFIX):
                     # `self.x = nn.Buffer(v)`: the state_dict key stays, and a float32 copy goes beside it.
-                    copy = cst.Assign(
-                        [cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _without_final_cast(data)
-                    )
+                    copy = cst.Assign([cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _assigned(data))
                     if self.pinned:
                         assert isinstance(statement.value, cst.Call)
                         kept = _on_default_device(statement.value, 0)
                         updated_node = updated_node.with_changes(body=[statement.with_changes(value=kept)])
                     return cst.FlattenSentinel([updated_node, _line_after(updated_node, copy)])
                 value = _unwrap_buffer(statement.value) or statement.value
-                return updated_node.with_changes(body=[statement.with_changes(value=_without_final_cast(value))])
+                return updated_node.with_changes(body=[statement.with_changes(value=_assigned(value))])
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
@@ -348,9 +346,9 @@ class _TableStores(Transformer):
             # Checkpoints carry this key (or the copy's source keeps it): keep the buffer, and compute from a float32
             # copy beside it.
             copy = _self_attribute(name + _FP32_SUFFIX, owner)
-            return [cst.Assign([cst.AssignTarget(copy)], _without_final_cast(value))]
+            return [cst.Assign([cst.AssignTarget(copy)], _assigned(value))]
         if literal:
-            return cst.Assign([cst.AssignTarget(_self_attribute(name, owner))], _without_final_cast(value))
+            return cst.Assign([cst.AssignTarget(_self_attribute(name, owner))], _assigned(value))
         return cst.Expr(
             cst.Call(
                 func=cst.Name("setattr"),
@@ -534,7 +532,51 @@ def _reads_table_by_name(call: cst.Call, owner: str = "self") -> bool:
     return matches(call.args[0].value, like.Name(owner)) and name is not None and is_table_name(name)
 
 
-class _TablesOfModuleFunctions(Transformer):
+class _TableReads(Transformer):
+    """The base of the transformers that rewrite reads of tables (step 5): which `owner.<table>` expressions read no
+    table's data.
+
+    - **Stored:** a target of an assignment, each element of a tuple or list that it unpacks into among them (`self.cos,
+      self.sin = ...`), of an annotated assignment, or of a `del`. A call cannot stand there, and a store replaces the
+      table, whose copy on a device is then made afresh. An augmented assignment (`self.inv_freq *= s`) is not one:
+      it changes the table in place, under a copy that would not follow, so the rewrite of its read fails the fix,
+      which leaves the file as it was.
+    - **Described:** a table whose `.dtype`, `.shape` or `.device` alone is read, the same on every device.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored: set[cst.CSTNode] = set()
+        self.described: set[cst.CSTNode] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        self._store(node.target)
+        return True
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+        self._store(node.target)
+        return True
+
+    def visit_Del(self, node: cst.Del) -> bool:
+        self._store(node.target)
+        return True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value in TABLE_DESCRIPTIONS or node.attr.value == "device":
+            self.described.add(node.value)
+        return True
+
+    def _not_read(self, node: cst.CSTNode) -> bool:
+        return node in self.stored or node in self.described
+
+    def _store(self, target: cst.BaseExpression) -> None:
+        self.stored.add(target)
+        if isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:  # a starred element's value too: `self.cos, *rest = ...`
+                self._store(element.value)
+
+
+class _TablesOfModuleFunctions(_TableReads):
     """Step 5 in the functions of the module that read a module's tables from outside its class, such as the
     dynamic and longrope updates that a decorator on forward runs (`update(module, position_ids, device)`): a
     table read off the first parameter is its copy on the function's device (`rotary.device_source`), so that an
@@ -544,7 +586,6 @@ class _TablesOfModuleFunctions(Transformer):
     def __init__(self) -> None:
         super().__init__()
         self.functions: list[tuple[str, str | None]] = []  # per function being visited: its first parameter, device
-        self.not_read: set[cst.CSTNode] = set()  # assignment targets, and tables whose description alone is read
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return False  # a class's methods are the rotary rewrite's
@@ -560,15 +601,6 @@ class _TablesOfModuleFunctions(Transformer):
         self.functions.pop()
         return updated_node
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        self.not_read.add(node.target)
-        return True
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        if node.attr.value in TABLE_DESCRIPTIONS or node.attr.value == "device":
-            self.not_read.add(node.value)
-        return True
-
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self.functions and self.functions[-1][1] and _reads_table_by_name(updated_node, self.functions[-1][0]):
             owner, device = self.functions[-1]
@@ -576,7 +608,7 @@ class _TablesOfModuleFunctions(Transformer):
         return _without_repeated_move(updated_node)
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
-        if not (self.functions and self.functions[-1][1]) or original_node in self.not_read:
+        if not (self.functions and self.functions[-1][1]) or self._not_read(original_node):
             return updated_node
         owner, device = self.functions[-1]
         if matches(updated_node.value, like.Name(owner)) and is_table_name(updated_node.attr.value):
@@ -584,7 +616,7 @@ class _TablesOfModuleFunctions(Transformer):
         return updated_node
 
 
-class _RotaryClassRewrite(Transformer):
+class _RotaryClassRewrite(_TableReads):
     """Steps 3 to 5, inside rotary classes."""
 
     def __init__(
@@ -606,8 +638,6 @@ class _RotaryClassRewrite(Transformer):
         self.device: str | None = None  # the runtime method's device to move tables to, as an expression
         self.bound: set[str] = set()  # the construction method's parameters and the names it assigns
         self.feeding: set[str] = set()  # the names that the construction method's table stores read
-        self.described: set[cst.CSTNode] = set()  # table reads that only describe it (`.dtype`, `.shape`), no data
-        self.stored: set[cst.CSTNode] = set()  # assignment targets, which are not reads
         self.on_cpu = 0  # the depth of `with torch.device("cpu"):` blocks being visited
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
@@ -654,16 +684,6 @@ class _RotaryClassRewrite(Transformer):
         if self.in_rotary and self.method == original_node.name.value:
             self.method = None
         return updated_node
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        self.stored.add(node.target)
-        return True
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        # `self.inv_freq.dtype`, `self.cos_cached.shape[0]`: the table's description, the same on every device.
-        if node.attr.value in TABLE_DESCRIPTIONS or node.attr.value == "device":
-            self.described.add(node.value)
-        return True
 
     def visit_With(self, node: cst.With) -> bool:
         self.on_cpu += _on_cpu(node)
@@ -877,6 +897,19 @@ def _construction_methods(cls: cst.ClassDef) -> set[str]:
 
 def _reads_table(node: cst.BaseExpression) -> bool:
     return bool(findall(node, like.Attribute(value=like.Name("self"), attr=like.Name(value=Satisfies(is_table_name)))))
+
+
+def _assigned(value: cst.BaseExpression) -> cst.BaseExpression:
+    """A table's value as its float32 attribute's assignment holds it: without its final cast, and in parentheses
+    where it does not stand on its own there. Taken out of a call's brackets (`register_buffer(...)`, `nn.Buffer(...)`),
+    a value that formatted code breaks across lines (`1.0` over `/ (...)`) would end the statement at its first line
+    break, and a walrus or a generator would not parse."""
+    value = _without_final_cast(value)
+    try:
+        ast.parse(f"_ = {_code(value)}")
+    except SyntaxError:
+        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return value
 
 
 def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:

@@ -516,3 +516,148 @@ def test_the_rotary_rewrite_leaves_the_modules_other_classes_unvisited(monkeypat
     assert '* _rope_table_on_device(self, "inv_freq_fp32", position_ids.device)' in fixed, fixed
     assert fixed.endswith(source[source.index("class ToyAttention") :])
     assert "position_ids" in left and "hidden_states" not in left, left
+
+
+# Tables whose values break lines as formatted code does inside a call's brackets: lifted out of the call into an
+# assignment, those line breaks would end the statement.
+SPLIT_VALUES = """\
+import torch
+from torch import nn
+
+
+class SplitRotaryEmbedding(nn.Module):
+    def __init__(self, rotary_head_dim, base=10000.0):
+        super().__init__()
+        self.register_buffer(
+            "inv_freq",
+            1.0
+            / (
+                base
+                ** (
+                    torch.arange(0, rotary_head_dim, 2, dtype=torch.float32)
+                    / rotary_head_dim
+                )
+            ),
+            persistent=False,
+        )
+
+    def forward(self, x, position_ids):
+        return (position_ids[..., None].float() * self.inv_freq).cos()
+
+
+class SplitPersistentRotaryEmbedding(nn.Module):
+    def __init__(self, rotary_head_dim, base=10000.0):
+        super().__init__()
+        self.register_buffer(
+            "inv_freq",
+            1.0
+            / (
+                base
+                ** (
+                    torch.arange(0, rotary_head_dim, 2, dtype=torch.float32)
+                    / rotary_head_dim
+                )
+            ),
+        )
+
+    def forward(self, x, position_ids):
+        return (position_ids[..., None].float() * self.inv_freq).sin()
+
+
+class SplitBufferRotaryEmbedding(nn.Module):
+    def __init__(self, rotary_head_dim, base=10000.0):
+        super().__init__()
+        self.inv_freq = nn.Buffer(
+            1.0
+            / (
+                base
+                ** (
+                    torch.arange(0, rotary_head_dim, 2, dtype=torch.float32)
+                    / rotary_head_dim
+                )
+            ),
+            persistent=False,
+        )
+
+    def forward(self, x, position_ids):
+        return (position_ids[..., None].float() * self.inv_freq).cos()
+"""
+
+
+def test_a_table_value_broken_across_lines_inside_its_call_is_lifted_out_whole(tmp_path: Path) -> None:
+    """The values of `register_buffer(...)` and `nn.Buffer(...)` become an assignment's value, in parentheses (which
+    ruff's formatting may then lay out otherwise): the fix applies, and the fixed classes compute what the originals
+    computed. Without them, the fix failed with an IndentationError at `/ (`."""
+    import torch
+
+    model = tmp_path / "model.py"
+    model.write_text(SPLIT_VALUES)
+    result = rope_lint("fix", "--unsafe-fixes", str(model))
+    assert "a fix failed" not in result.stderr, result.stderr
+    fixed = model.read_text()
+    compile(fixed, str(model), "exec")
+    assert fixed.count("self.inv_freq = ") == 2 and fixed.count("self.inv_freq_fp32 = ") == 1
+    assert "RPL202" not in result.stdout and "RPL203" not in result.stdout, result.stdout
+    original, rewritten = {}, {}
+    exec(compile(SPLIT_VALUES, "original", "exec"), original)
+    exec(compile(fixed, "fixed", "exec"), rewritten)
+    positions = torch.arange(4096)[None]
+    for name in ("SplitRotaryEmbedding", "SplitPersistentRotaryEmbedding", "SplitBufferRotaryEmbedding"):
+        before, after = original[name](64), rewritten[name](64)
+        assert torch.equal(before(None, positions), after(None, positions)), name
+        assert before.state_dict().keys() == after.state_dict().keys(), name
+
+
+# A longrope-style update outside the class, which unpacks into a table (`module.long_inv_freq, _ = ...`) and then
+# makes it the class's table.
+UNPACKED_STORE = """\
+import torch
+from torch import nn
+
+
+def _frequencies(dim, base, device=None):
+    steps = torch.arange(0, dim, 2, device=device).float()
+    return 1.0 / (base ** (steps / dim)), 1.0
+
+
+def _longer_tables(rope, position_ids, device):
+    if int(position_ids.max()) + 1 > rope.short_length:
+        if not hasattr(rope, "long_inv_freq"):
+            rope.long_inv_freq, _ = _frequencies(rope.dim, 40000.0, device)
+        rope.register_buffer("inv_freq", rope.long_inv_freq, persistent=False)
+
+
+class GrowingRotaryEmbedding(nn.Module):
+    def __init__(self, dim, short_length=16):
+        super().__init__()
+        self.dim, self.short_length = dim, short_length
+        inv_freq, _ = _frequencies(dim, 10000.0)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, position_ids):
+        _longer_tables(self, position_ids, x.device)
+        freqs = position_ids[..., None].float() * self.inv_freq
+        return freqs.cos(), freqs.sin()
+"""
+
+
+def test_a_table_that_an_assignment_unpacks_into_is_stored_not_read(tmp_path: Path) -> None:
+    """The targets of an unpacking assignment are left as stores: a read's rewrite (a call) in their place did not
+    compile, and the fix failed. The fixed class computes what the original computes, before the update and after."""
+    import torch
+
+    model = tmp_path / "model.py"
+    model.write_text(UNPACKED_STORE)
+    result = rope_lint("fix", "--unsafe-fixes", str(model))
+    assert "a fix failed" not in result.stderr, result.stderr
+    fixed = model.read_text()
+    assert "rope.long_inv_freq, _ = _frequencies(rope.dim, 40000.0, device)" in fixed
+    assert '"inv_freq", x.device' in fixed  # forward reads the copy on its device
+    original, rewritten = {}, {}
+    exec(compile(UNPACKED_STORE, "original", "exec"), original)
+    exec(compile(fixed, "fixed", "exec"), rewritten)
+    before, after = original["GrowingRotaryEmbedding"](64), rewritten["GrowingRotaryEmbedding"](64)
+    for length in (8, 4096):  # the short tables, then the long ones
+        x, positions = torch.ones(1, length, 64), torch.arange(length)[None]
+        for computed, expected in zip(after(x, positions), before(x, positions), strict=True):
+            assert torch.equal(computed, expected), length
