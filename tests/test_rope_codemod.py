@@ -608,9 +608,9 @@ def test_a_table_value_broken_across_lines_inside_its_call_is_lifted_out_whole(t
         assert before.state_dict().keys() == after.state_dict().keys(), name
 
 
-# A longrope-style update outside the class, which unpacks into a table (`module.long_inv_freq, _ = ...`) and then
+# A longrope-style update outside the class, which stores a table (`STORE`: `module.long_inv_freq, _ = ...`) and then
 # makes it the class's table.
-UNPACKED_STORE = """\
+UPDATED_OUTSIDE = """\
 import torch
 from torch import nn
 
@@ -623,8 +623,9 @@ def _frequencies(dim, base, device=None):
 def _longer_tables(rope, position_ids, device):
     if int(position_ids.max()) + 1 > rope.short_length:
         if not hasattr(rope, "long_inv_freq"):
-            rope.long_inv_freq, _ = _frequencies(rope.dim, 40000.0, device)
+            STORE
         rope.register_buffer("inv_freq", rope.long_inv_freq, persistent=False)
+        DROP
 
 
 class GrowingRotaryEmbedding(nn.Module):
@@ -641,23 +642,35 @@ class GrowingRotaryEmbedding(nn.Module):
 """
 
 
-def test_a_table_that_an_assignment_unpacks_into_is_stored_not_read(tmp_path: Path) -> None:
-    """The targets of an unpacking assignment are left as stores: a read's rewrite (a call) in their place did not
-    compile, and the fix failed. The fixed class computes what the original computes, before the update and after."""
+@pytest.mark.parametrize(
+    ("store", "drop"),
+    [
+        ("rope.long_inv_freq, _ = _frequencies(rope.dim, 40000.0, device)", "pass"),
+        ("[rope.long_inv_freq, *_] = _frequencies(rope.dim, 40000.0, device)", "pass"),
+        ("rope.long_inv_freq: torch.Tensor = _frequencies(rope.dim, 40000.0, device)[0]", "pass"),
+        ("rope.long_inv_freq = _frequencies(rope.dim, 40000.0, device)[0]", "del rope.long_inv_freq"),
+    ],
+    ids=["unpacked", "unpacked-into-a-list", "annotated", "deleted"],
+)
+def test_a_table_that_a_statement_stores_or_deletes_is_left_a_target(tmp_path: Path, store: str, drop: str) -> None:
+    """The targets of an unpacking, annotated or `del` statement are left as they are: the rewrite of a read (a call)
+    in their place did not compile, and the fix of the file failed. The fixed class computes what the original
+    computes, before the update and after."""
     import torch
 
+    source = UPDATED_OUTSIDE.replace("STORE", store).replace("DROP", drop)
     model = tmp_path / "model.py"
-    model.write_text(UNPACKED_STORE)
+    model.write_text(source)
     result = rope_lint("fix", "--unsafe-fixes", str(model))
     assert "a fix failed" not in result.stderr, result.stderr
     fixed = model.read_text()
-    assert "rope.long_inv_freq, _ = _frequencies(rope.dim, 40000.0, device)" in fixed
+    assert store in fixed and drop in fixed
     assert '"inv_freq", x.device' in fixed  # forward reads the copy on its device
     original, rewritten = {}, {}
-    exec(compile(UNPACKED_STORE, "original", "exec"), original)
+    exec(compile(source, "original", "exec"), original)
     exec(compile(fixed, "fixed", "exec"), rewritten)
     before, after = original["GrowingRotaryEmbedding"](64), rewritten["GrowingRotaryEmbedding"](64)
-    for length in (8, 4096):  # the short tables, then the long ones
+    for length in (8, 4096, 4096):  # the short tables, then the long ones, made and then made again or kept
         x, positions = torch.ones(1, length, 64), torch.arange(length)[None]
         for computed, expected in zip(after(x, positions), before(x, positions), strict=True):
             assert torch.equal(computed, expected), length
