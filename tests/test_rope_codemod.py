@@ -8,9 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import exceeding, install_transformers, module_of, probe, rope_lint, run_python
 from releases import NEW, OLD, TRANSFORMERS_RUFF, AcceptanceRun
 
@@ -124,8 +126,6 @@ torch.save(tables, sys.argv[1])
 
 
 def saved_tables(code: str, pythonpath: list[Path], out: Path) -> dict:
-    import torch
-
     run = run_python(code, str(out), pythonpath=pythonpath)
     assert run.returncode == 0, run.stderr[-3000:]
     return torch.load(out)
@@ -340,7 +340,6 @@ class VisionRotaryEmbedding(nn.Module):
 def test_a_cache_builder_that_only_forward_calls_runs_at_run_time_and_its_class_is_left() -> None:
     """Read as construction (by its name), the builder's tables were pinned to the CPU, and forward, which has no
     tensor to take a device from, handed CPU tables to attention on an accelerator."""
-    import torch
     from libcst import parse_module
     from libcst.codemod import CodemodContext
     from rope_lint.codemods.commands import RopeTablesCommand
@@ -381,7 +380,6 @@ class ProjectedRotaryEmbedding(nn.Module):
 def test_a_class_given_a_device_with_a_kept_buffer_is_left_on_that_device() -> None:
     """The codemod computed the buffer on the CPU and registered it on the default device, away from the device given
     (`device="meta"`), where the child layer is: the product in forward mixed devices."""
-    import torch
     from libcst import parse_module
     from libcst.codemod import CodemodContext
     from rope_lint.codemods.commands import RopeTablesCommand
@@ -588,7 +586,6 @@ def test_a_table_value_broken_across_lines_inside_its_call_is_lifted_out_whole(t
     """The values of `register_buffer(...)` and `nn.Buffer(...)` become an assignment's value, in parentheses (which
     ruff's formatting may then lay out otherwise): the fix applies, and the fixed classes compute what the originals
     computed. Without them, the fix failed with an IndentationError at `/ (`."""
-    import torch
 
     model = tmp_path / "model.py"
     model.write_text(SPLIT_VALUES)
@@ -656,7 +653,6 @@ def test_a_table_that_a_statement_stores_or_deletes_is_left_a_target(tmp_path: P
     """The targets of an unpacking, annotated or `del` statement are left as they are: the rewrite of a read (a call)
     in their place did not compile, and the fix of the file failed. The fixed class computes what the original
     computes, before the update and after."""
-    import torch
 
     source = UPDATED_OUTSIDE.replace("STORE", store).replace("DROP", drop)
     model = tmp_path / "model.py"
@@ -674,3 +670,91 @@ def test_a_table_that_a_statement_stores_or_deletes_is_left_a_target(tmp_path: P
         x, positions = torch.ones(1, length, 64), torch.arange(length)[None]
         for computed, expected in zip(after(x, positions), before(x, positions), strict=True):
             assert torch.equal(computed, expected), length
+
+
+# Classes that use their construction code after construction: a buffer made again under the device it is given
+# (`with torch.device(buffer_device):`), as a framework's initialisation does after `to_empty()`; and a forward that
+# returns what construction computes, from tables that moved with the module.
+REMADE_AFTER_CONSTRUCTION = """\
+import torch
+from torch import nn
+
+
+class CachedRoPE(nn.Module):
+    def __init__(self, dim, max_seq_len=64, theta=10000.0):
+        super().__init__()
+        self.dim, self.max_seq_len, self.theta = dim, max_seq_len, theta
+        self.register_buffer("cache", self._precompute_cache(), persistent=False)
+
+    def _precompute_cache(self):
+        steps = torch.arange(0, self.dim, 2)[: self.dim // 2].float()
+        freqs = 1.0 / (self.theta ** (steps / self.dim))
+        t = torch.arange(self.max_seq_len, device=freqs.device)
+        angles = torch.outer(t, freqs).float()
+        return torch.cat([angles.cos(), angles.sin()], dim=-1)
+
+    def init_buffers(self, buffer_device=None):
+        if buffer_device is None:
+            buffer_device = self.cache.device
+        with torch.device(buffer_device):
+            self.cache = self._precompute_cache()
+
+    def forward(self, query, positions):
+        return query * self.cache[positions]
+
+
+class LengthRotaryEmbedding(nn.Module):
+    def __init__(self, dim, cached_length=None, theta=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.cached_length = cached_length
+        if cached_length is not None:
+            self.register_buffer("angle_cache", self._angles(cached_length), persistent=False)
+
+    def _angles(self, length):
+        steps = torch.arange(length, device=self.inv_freq.device, dtype=self.inv_freq.dtype)
+        return torch.outer(steps, self.inv_freq)
+
+    def forward(self, length):
+        if self.cached_length is None:
+            return self._angles(length)
+        return self.angle_cache[:length]
+"""
+
+
+def _remade_on_meta(namespace: dict) -> torch.device:
+    with torch.device("meta"):
+        rope = namespace["CachedRoPE"](16)
+    rope.to_empty(device="meta")
+    rope.init_buffers()
+    return rope(torch.ones(4, 16, device="meta"), torch.arange(4, device="meta")).device
+
+
+def _moved_to_meta(namespace: dict) -> torch.device:
+    return namespace["LengthRotaryEmbedding"](16).to("meta")(8).device
+
+
+@pytest.mark.parametrize("use", [_remade_on_meta, _moved_to_meta], ids=["remade-after-to-empty", "returned-by-forward"])
+def test_a_class_that_uses_its_construction_code_after_construction_is_left_as_it_is(
+    tmp_path: Path, use: Callable[[dict], torch.device]
+) -> None:
+    """The codemod makes the tensors of construction code on the CPU. A method that runs after construction and uses
+    what that code returns would get them there, where the original made them on the device of its context or of its
+    tables: on `meta` in the original, the fixed classes held or returned CPU tensors (and the first failed on `meta`
+    inputs). So no class fix is offered for either, and what the fix writes works on `meta` as the original does."""
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    found = check_source("model.py", REMADE_AFTER_CONSTRUCTION, Settings(select_rules(["RPL2"], []), Path(".")))
+    assert {d.code for d in found} >= {"RPL202", "RPL203"}
+    assert [d for d in found if d.fix is not None] == []
+    model = tmp_path / "model.py"
+    model.write_text(REMADE_AFTER_CONSTRUCTION)
+    rope_lint("fix", "--unsafe-fixes", str(model))
+    fixed = model.read_text()
+    assert "_rope_table_on_device" not in fixed and 'device="cpu"' not in fixed  # RPL101's enumerations only
+    for code in (REMADE_AFTER_CONSTRUCTION, fixed):
+        namespace: dict = {}
+        exec(compile(code, "model", "exec"), namespace)
+        assert use(namespace).type == "meta"

@@ -60,9 +60,11 @@ class RopeBufferDowncast(Rule):
     those uses too (the copy is made on the first forward on a device, then reused). A
     persistent buffer stays registered (its state_dict key stays), and the class computes from a float32 copy.
     No fix for a class whose methods return tables without taking a tensor (a sequence length, a shape): there
-    is no device to move the table to. No fix either for a table the codemod does not know by name (one found by
-    its computation, its use or a name such as `freqs`), nor for a parameter: make it a float32 plain attribute by
-    hand.
+    is no device to move the table to. None for a class whose code after construction uses what its construction
+    code returns (a buffer made again under `with torch.device(...)` after `to_empty()`, a forward that returns
+    what construction computes): the codemod makes construction's tensors on the CPU, and that code would get them
+    there. No fix either for a table the codemod does not know by name (one found by its computation, its use or a
+    name such as `freqs`), nor for a parameter: make it a float32 plain attribute by hand.
 
     ## Known problems
     A trained `nn.Parameter` of frequencies (learned RoPE frequencies) cannot become a plain attribute: the

@@ -395,6 +395,7 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
         or _caches_tables_at_run_time(cls, construction)
         or _places_off_the_cpu(cls, construction)
         or _given_a_device(cls, construction)
+        or _uses_construction_after_it(cls, construction)
     ):
         return False
     # A method out of construction that keeps what it computes on `self`, for another method to return (a cache that
@@ -475,6 +476,28 @@ def _keeps_a_registration(node: ast.AST) -> bool:
     if called == "Buffer":
         return _persistent(node, position=1)
     return called in ("register_parameter", "Parameter")
+
+
+def _uses_construction_after_it(cls: ast.ClassDef, construction: set[str]) -> bool:
+    """Whether a method that runs after construction uses what a method of construction returns (`self.cache =
+    self._precompute_cache()` under `with torch.device(buffer_device):`, a framework's initialisation after
+    `to_empty()`). The codemod makes construction's tensors on the CPU, so that method would get them there, where
+    the original made them on the device of its context or arguments. A call for its effect alone (forward's
+    `self._set_cos_sin_cache(...)`, which stores tables that reads move) is not a use. Not `_apply`, `module.to()`'s
+    hook, whose tables are rebuilt after the cast (`rebuilt_by_apply`)."""
+    for method in methods(cls):
+        if method.name in construction or method.name == "_apply":
+            continue
+        alone = {id(node.value) for node in walk(method) if isinstance(node, ast.Expr)}
+        if any(
+            isinstance(node, ast.Call)
+            and is_self_attribute(node.func)
+            and node.func.attr in construction
+            and id(node) not in alone
+            for node in walk(method)
+        ):
+            return True
+    return False
 
 
 def _caches_tables_at_run_time(cls: ast.ClassDef, construction: set[str]) -> bool:
