@@ -414,6 +414,18 @@ class FloatArange(Rule):
         Valid("import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.float64)\n"),
         Valid("import torch\ndef f(start, n):\n    return torch.arange(start, n, dtype=torch.double)\n"),
         Valid(
+            # An integer lookup table held as a parameter that is never trained: its dtype is int32.
+            "import torch\n"
+            "class Router(torch.nn.Module):\n"
+            "    def __init__(self, vocab_size, topk):\n"
+            "        super().__init__()\n"
+            "        self.token_to_expert = torch.nn.Parameter(\n"
+            "            torch.empty(vocab_size, topk, dtype=torch.int32), requires_grad=False\n"
+            "        )\n"
+            "        rows = torch.arange(vocab_size, dtype=self.token_to_expert.dtype)\n"
+            "        self.token_to_expert.data.copy_(rows[:, None] % topk)\n"
+        ),
+        Valid(
             "import torch\n"
             "def f(ids):\n"
             "    dtype = torch.float64\n"

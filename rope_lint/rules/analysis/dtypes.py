@@ -138,7 +138,12 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
             if dtype is not None:
                 return is_floating_dtype(ctx, dtype, depth + 1)
             return any(isinstance(arg, ast.Constant) and isinstance(arg.value, float) for arg in node.args)
-        if name in ("torch.nn.Parameter", "torch.exp", "torch.sin", "torch.cos", "torch.outer", "torch.einsum"):
+        if name == "torch.nn.Parameter":
+            # A parameter holds its data's dtype: floating unless the data is known not to be (an integer lookup
+            # table that is never trained, `nn.Parameter(torch.empty(n, dtype=torch.int32), requires_grad=False)`).
+            data = node.args[0] if node.args else next((kw.value for kw in node.keywords if kw.arg == "data"), None)
+            return data is None or is_floating_tensor(ctx, data, depth + 1) is not False
+        if name in ("torch.exp", "torch.sin", "torch.cos", "torch.outer", "torch.einsum"):
             return True
         if isinstance(node.func, ast.Attribute):
             method = node.func.attr
