@@ -518,7 +518,17 @@ def test_the_rotary_rewrite_leaves_the_modules_other_classes_unvisited(monkeypat
 
 # Tables whose values break lines as formatted code does inside a call's brackets: lifted out of the call into an
 # assignment, those line breaks would end the statement.
-SPLIT_VALUES = """\
+_SPLIT_VALUE = """\
+            1.0
+            / (
+                base
+                ** (
+                    torch.arange(0, rotary_head_dim, 2, dtype=torch.float32)
+                    / rotary_head_dim
+                )
+            ),
+"""
+SPLIT_VALUES = f"""\
 import torch
 from torch import nn
 
@@ -528,15 +538,7 @@ class SplitRotaryEmbedding(nn.Module):
         super().__init__()
         self.register_buffer(
             "inv_freq",
-            1.0
-            / (
-                base
-                ** (
-                    torch.arange(0, rotary_head_dim, 2, dtype=torch.float32)
-                    / rotary_head_dim
-                )
-            ),
-            persistent=False,
+{_SPLIT_VALUE}            persistent=False,
         )
 
     def forward(self, x, position_ids):
@@ -548,15 +550,7 @@ class SplitPersistentRotaryEmbedding(nn.Module):
         super().__init__()
         self.register_buffer(
             "inv_freq",
-            1.0
-            / (
-                base
-                ** (
-                    torch.arange(0, rotary_head_dim, 2, dtype=torch.float32)
-                    / rotary_head_dim
-                )
-            ),
-        )
+{_SPLIT_VALUE}        )
 
     def forward(self, x, position_ids):
         return (position_ids[..., None].float() * self.inv_freq).sin()
@@ -566,15 +560,7 @@ class SplitBufferRotaryEmbedding(nn.Module):
     def __init__(self, rotary_head_dim, base=10000.0):
         super().__init__()
         self.inv_freq = nn.Buffer(
-            1.0
-            / (
-                base
-                ** (
-                    torch.arange(0, rotary_head_dim, 2, dtype=torch.float32)
-                    / rotary_head_dim
-                )
-            ),
-            persistent=False,
+{_SPLIT_VALUE}            persistent=False,
         )
 
     def forward(self, x, position_ids):
