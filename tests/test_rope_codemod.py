@@ -744,3 +744,58 @@ def test_a_class_that_uses_its_construction_code_after_construction_is_left_as_i
         namespace: dict = {}
         exec(compile(code, "model", "exec"), namespace)
         assert use(namespace).type == "meta"
+
+
+# A rotary class whose persistent table is a placeholder that only a checkpoint fills: its float32 copy, made from the
+# same placeholder at construction, would hold no frequencies at all.
+LOADED_TABLE = """\
+import torch
+from torch import nn
+
+
+class LoadedRotaryEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", torch.empty(dim // 2, dtype=torch.float32), persistent=True)
+
+    def forward(self, positions):
+        return positions[..., None].float() * self.inv_freq
+
+
+class ZeroedRotaryEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        inv_freq = torch.zeros(dim // 2)
+        self.inv_freq = nn.Buffer(inv_freq)
+
+    def forward(self, positions):
+        return positions[..., None].float() * self.inv_freq
+"""
+
+
+@pytest.mark.parametrize("name", ["LoadedRotaryEmbedding", "ZeroedRotaryEmbedding"])
+def test_a_class_whose_persistent_table_is_a_placeholder_to_load_is_left_as_it_is(tmp_path: Path, name: str) -> None:
+    """The codemod keeps a persistent table registered and computes from a float32 copy made at construction. Where the
+    construction only makes room (`torch.empty`, `torch.zeros`) for values that a checkpoint brings, the copy never
+    gets them: after `load_state_dict`, the fixed class computed from the placeholder. So no class fix is offered, and
+    the class computes from the values it loads."""
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    found = check_source("model.py", LOADED_TABLE, Settings(select_rules(["RPL2"], []), Path(".")))
+    assert {d.code for d in found} >= {"RPL202"}
+    assert [d for d in found if d.fix is not None] == []
+    model = tmp_path / "model.py"
+    model.write_text(LOADED_TABLE)
+    rope_lint("fix", "--unsafe-fixes", str(model))
+    loaded = 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16))
+    positions = torch.arange(64)[None]
+    computed = []
+    for code in (LOADED_TABLE, model.read_text()):
+        namespace: dict = {}
+        exec(compile(code, "model", "exec"), namespace)
+        rope = namespace[name](16).to(torch.bfloat16)  # a model cast, then loaded
+        rope.load_state_dict({"inv_freq": loaded})
+        computed.append(rope(positions))
+    assert torch.equal(computed[1], computed[0])
+    assert torch.allclose(computed[0], positions[..., None].float() * loaded, rtol=1e-2)  # bf16's rounding only

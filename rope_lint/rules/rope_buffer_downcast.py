@@ -63,8 +63,10 @@ class RopeBufferDowncast(Rule):
     is no device to move the table to. None for a class whose code after construction uses what its construction
     code returns (a buffer made again under `with torch.device(...)` after `to_empty()`, a forward that returns
     what construction computes): the codemod makes construction's tensors on the CPU, and that code would get them
-    there. No fix either for a table the codemod does not know by name (one found by its computation, its use or a
-    name such as `freqs`), nor for a parameter: make it a float32 plain attribute by hand.
+    there. None for a class whose persistent table only makes room (`torch.empty(n)`, `torch.zeros(n)`) for the
+    values that a checkpoint brings: its float32 copy, made at construction, would never hold them. No fix either for
+    a table the codemod does not know by name (one found by its computation, its use or a name such as `freqs`), nor
+    for a parameter: make it a float32 plain attribute by hand.
 
     ## Known problems
     A trained `nn.Parameter` of frequencies (learned RoPE frequencies) cannot become a plain attribute: the

@@ -396,6 +396,7 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
         or _places_off_the_cpu(cls, construction)
         or _given_a_device(cls, construction)
         or _uses_construction_after_it(cls, construction)
+        or _keeps_a_table_to_load(cls)
     ):
         return False
     # A method out of construction that keeps what it computes on `self`, for another method to return (a cache that
@@ -498,6 +499,62 @@ def _uses_construction_after_it(cls: ast.ClassDef, construction: set[str]) -> bo
         ):
             return True
     return False
+
+
+def _keeps_a_table_to_load(cls: ast.ClassDef) -> bool:
+    """Whether the class registers a persistent table whose value only makes room for one (`torch.empty(n)`,
+    `torch.zeros(n)`), which a checkpoint then fills. The codemod keeps a persistent table registered and computes
+    from a float32 copy that it makes at construction: that copy would hold the placeholder, and never the values
+    loaded."""
+    for method in methods(cls):
+        for node in walk(method):
+            if not isinstance(node, ast.Call):
+                continue
+            called = _called(node)
+            if called == "register_buffer" and node.args and is_table_name(_literal_name(node.args[0]) or ""):
+                value = node.args[1] if len(node.args) > 1 else _keyword(node, "tensor")
+                persistent = _persistent(node, position=2)
+            elif called == "Buffer" and node.args and _assigns_table(method, node):
+                value, persistent = node.args[0], _persistent(node, position=1)
+            else:
+                continue
+            if persistent and value is not None and _only_makes_room(method, value):
+                return True
+    return False
+
+
+def _assigns_table(method: FunctionNode, call: ast.Call) -> bool:
+    """Whether `call` is the value of `self.<table> = ...` in `method`."""
+    return any(
+        isinstance(node, ast.Assign)
+        and node.value is call
+        and any(is_self_attribute(target) and is_table_name(target.attr) for target in node.targets)
+        for node in walk(method)
+    )
+
+
+def _only_makes_room(method: FunctionNode, value: ast.expr) -> bool:
+    """Whether `value` is a tensor that holds no values yet, or only a constant (`torch.empty(...)`,
+    `torch.zeros(...)`), directly or through a local name that `method` assigns only such a tensor."""
+    if isinstance(value, ast.Name):
+        assigned = [
+            node.value
+            for node in walk(method)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(target, ast.Name) and target.id == value.id for target in node.targets)
+        ]
+        return bool(assigned) and all(_is_placeholder(each) for each in assigned)
+    return _is_placeholder(value)
+
+
+def _is_placeholder(value: ast.expr) -> bool:
+    return isinstance(value, ast.Call) and _called(value) in _PLACEHOLDER_FACTORIES
+
+
+# The factories of a tensor that holds no computed values: room for what a checkpoint or a later method puts there.
+_PLACEHOLDER_FACTORIES = frozenset(
+    {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like", "Tensor", "FloatTensor"}
+)
 
 
 def _caches_tables_at_run_time(cls: ast.ClassDef, construction: set[str]) -> bool:
