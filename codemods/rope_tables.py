@@ -84,7 +84,7 @@ from rope_lint.rules.analysis.rotary import (
     is_table_name,
     reachable_from_init,
 )
-from rope_lint.rules.edits import Transformer, with_keyword
+from rope_lint.rules.edits import Transformer, as_assigned_value, as_operand, with_keyword
 from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
@@ -398,12 +398,9 @@ def _on_default_device(call: cst.Call, position: int) -> cst.Call:
     `with torch.device("meta")` or `torch.set_default_device(...)`, which never moves it."""
     args = list(call.args)
     data = args[position]
-    value = data.value
-    if not isinstance(value, cst.Name | cst.Attribute | cst.Call | cst.Subscript) and not value.lpar:
-        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])  # `(1.0 / f).to(...)`
     args[position] = data.with_changes(
         value=cst.Call(
-            func=cst.Attribute(value=value, attr=cst.Name("to")),
+            func=cst.Attribute(value=as_operand(data.value), attr=cst.Name("to")),  # `(1.0 / f).to(...)`
             args=[cst.Arg(cst.parse_expression(_DEFAULT_DEVICE))],
         )
     )
@@ -900,16 +897,9 @@ def _reads_table(node: cst.BaseExpression) -> bool:
 
 
 def _assigned(value: cst.BaseExpression) -> cst.BaseExpression:
-    """A table's value as its float32 attribute's assignment holds it: without its final cast, and in parentheses
-    where it does not stand on its own there. Taken out of a call's brackets (`register_buffer(...)`, `nn.Buffer(...)`),
-    a value that formatted code breaks across lines (`1.0` over `/ (...)`) would end the statement at its first line
-    break, and a walrus or a generator would not parse."""
-    value = _without_final_cast(value)
-    try:
-        ast.parse(f"_ = {_code(value)}")
-    except SyntaxError:
-        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return value
+    """A table's value as its float32 attribute's assignment holds it, taken out of `register_buffer(...)` or
+    `nn.Buffer(...)`: without its final cast, in parentheses where it needs them there (`as_assigned_value`)."""
+    return as_assigned_value(_without_final_cast(value))
 
 
 def _without_final_cast(value: cst.BaseExpression) -> cst.BaseExpression:

@@ -19,7 +19,7 @@ import pytest
 from helpers import REPO
 from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
 
-from rope_lint.rules.edits import Transformer, _descendant_kinds
+from rope_lint.rules.edits import Transformer, _descendant_kinds, as_assigned_value
 
 FIXTURES = sorted((Path(__file__).parents[1] / "fixtures").rglob("*.py"))
 # Each shape, and LibCST's matcher of it.
@@ -234,3 +234,21 @@ def test_no_transformer_defines_a_per_attribute_hook() -> None:
         if re.fullmatch(r"(visit|leave)_[A-Z][A-Za-z]*_\w+", name)
     ]
     assert hooks == []
+
+
+@pytest.mark.parametrize(
+    ("argument", "assigned"),
+    [
+        ("1.0\n    / (base ** steps)", "(1.0\n    / (base ** steps))"),  # a line break only brackets allow
+        ("t := make()", "(t := make())"),
+        ("1.0 / (\n    base ** steps\n)", "1.0 / (\n    base ** steps\n)"),  # its own brackets hold the break
+        ("torch.ones(n)", "torch.ones(n)"),
+    ],
+)
+def test_a_value_lifted_out_of_a_call_is_parenthesized_only_where_it_must_be(argument: str, assigned: str) -> None:
+    call = cst.parse_expression(f"register(\n    {argument},\n)")
+    assert isinstance(call, cst.Call)
+    value = as_assigned_value(call.args[0].value)
+    code = cst.Module([]).code_for_node(value)
+    assert code == assigned
+    compile(f"x = {code}\n", "<assigned>", "exec")

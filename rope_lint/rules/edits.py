@@ -4,6 +4,7 @@ LibCST."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import typing
 from collections.abc import Callable
@@ -199,6 +200,17 @@ def as_argument(node: cst.BaseExpression) -> cst.BaseExpression:
     """`node` without the parentheses that only its old place needed: `(a - b).exp()` gives the argument `a - b`."""
     if node.lpar and not isinstance(node, cst.Tuple | cst.GeneratorExp | cst.NamedExpr | cst.Yield):
         return node.with_changes(lpar=[], rpar=[])
+    return node
+
+
+def as_assigned_value(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` in parentheses where it does not stand on its own as an assignment's value: taken out of a call's
+    brackets, a value that formatted code breaks across lines (`1.0` over `/ (...)`) would end the statement at its
+    first line break, and a walrus would not parse."""
+    try:
+        ast.parse(f"_ = {cst.Module([]).code_for_node(node)}")
+    except SyntaxError:
+        return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return node
 
 
