@@ -16,6 +16,8 @@ import libcst as cst
 from rope_lint.codemods import rope_autocast, rope_tables
 from rope_lint.codemods.codemod_file import CodemodFile
 
+from rope_lint.rules.analysis.callers import PackageCallers
+
 # The codemods that rule fixes name (a `ClassRewrite` payload's `codemod`), in the order they run.
 CODEMODS = {"rope_tables": rope_tables.rewrite, "rope_autocast": rope_autocast.rewrite}
 
@@ -26,12 +28,14 @@ def apply_codemods(
     filename: str | None = None,
     text: str | None = None,
     tree: ast.Module | None = None,
+    package: PackageCallers | None = None,
 ) -> cst.Module:
     """Run the named codemods on `module`, which is `filename` (whose whole text is `text`, and that text's syntax
     tree `tree`, where given) or a run of its statements. The file's path lets a codemod read what lies outside the
-    module, such as the source a `# Copied from` class must stay equal to; its text, the classes a class of the module
-    inherits from, and the file's imports."""
-    file = CodemodFile(filename, text, tree)
+    module, such as the source a `# Copied from` class must stay equal to, or code of its package that reads its
+    tables (asked of `package`, the run's, where given); its text, the classes a class of the module inherits from,
+    and the file's imports."""
+    file = CodemodFile(filename, text, tree, package)
     for name in sorted(names, key=list(CODEMODS).index):
         module = CODEMODS[name](module, file)
     return module

@@ -7,17 +7,24 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from rope_lint.rules.analysis.callers import PackageCallers
 from rope_lint.transformers import generated
 
 
 @dataclass(frozen=True)
 class CodemodFile:
     """The file of which a codemod rewrites the module, or a run of its statements: its path, and its whole text and
-    that text's syntax tree, where rope-lint has them (`apply_codemods`); else its text is read from its path."""
+    that text's syntax tree, where rope-lint has them (`apply_codemods`), else its text is read from its path; and
+    what the rest of its package does with its names, the run's where rope-lint has it."""
 
     path: str | None = None
     given_text: str | None = None
     given_tree: ast.Module | None = None
+    given_package: PackageCallers | None = None
+
+    @functools.cached_property
+    def package(self) -> PackageCallers:
+        return self.given_package or PackageCallers()
 
     @functools.cached_property
     def text(self) -> str | None:

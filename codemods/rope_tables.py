@@ -49,7 +49,9 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    construction: their dtype is the module's, and so is what it returns), one whose construction makes tensors the
    codemod cannot pin (a factory not spelled `torch.<factory>`) or moves a table to a device of its own, and one
    whose construction is given a device (`device=device`, `self.device`) and that keeps a buffer or parameter
-   registered, which would go to the default device instead (`rotary.tables_can_move`).
+   registered, which would go to the default device instead (`rotary.tables_can_move`); and one whose tables other
+   code of the package reads off the module (`self.rotary_emb.cos_sin_cache` handed to a kernel), which would get
+   the CPU attribute (`rope_lint/rules/analysis/table_reads.py`, asked of the package: `CodemodFile.package`).
    Functions outside the class that a decorator on forward runs first (dynamic and long-context updates, which
    take the module and a device) read the tables the same way, so that an update in place (`.copy_()`) writes into
    the copy that forward reads, at the address CUDA graphs replay; an update that replaces a table
@@ -98,8 +100,11 @@ def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
     """The rope codemod's rewrite of `tree`, the module of `file` or a run of its statements."""
     rotary_names = rotary_class_names(tree)
     classes = _parsed_classes(tree, rotary_names)
-    # The rotary classes whose tables the codemod can move to where they are used.
-    movable = rotary.movable_rotary_classes(list(classes.values()))
+    # The rotary classes whose tables the codemod can move to where they are used: none whose tables other code of the
+    # package reads off a module.
+    stored = set().union(*map(rotary.stored_tables, classes.values()))
+    read = {name for name in stored if file.path and file.package.table_read_elsewhere(file.path, name)}
+    movable = rotary.movable_rotary_classes(list(classes.values()), read)
     copied, inherited = _sources(movable, file)
     kept = {
         name: tables

@@ -34,8 +34,8 @@ _SIZE_LIMIT = 256 * 1024 * 1024
 # Past this many entries, a cache keeps only the files of the run that writes it.
 _MAX_ENTRIES = 100_000
 # The layout of an entry: a cache file of another layout is never read. 2: fixes hold typed payloads; 3: the helpers a
-# finding rests on; 4: files' statuses and packages' answers beside the findings.
-_FORMAT = "4"
+# finding rests on; 4: files' statuses and packages' answers beside the findings; 5: the tables a fix moves.
+_FORMAT = "5"
 # A cache file's parts: findings by content key, statuses and keys by path, answers by package.
 _PARTS = ("results", "files", "packages")
 
@@ -162,7 +162,7 @@ def _entry(diagnostic: Diagnostic) -> list[Any]:
     fix = diagnostic.fix
     if fix is not None:
         payload = None if fix.payload is None else [type(fix.payload).__name__, *fix.payload]
-        fix = [fix.safety.value, fix.adds_import, payload]
+        fix = [fix.safety.value, fix.adds_import, payload, *([list(fix.moves_tables)] if fix.moves_tables else [])]
     start, end = diagnostic.start, diagnostic.end
     return [
         *(diagnostic.code, diagnostic.name, diagnostic.message, start.line, start.column, end.line, end.column, fix),
@@ -180,10 +180,13 @@ def _diagnostic(path: str, entry: list[Any]) -> Diagnostic:
     if not isinstance(helpers, list) or not all(isinstance(text, str) for text in (code, name, message, *helpers)):
         raise TypeError("a finding's code, name, message and helpers are strings")
     if fix is not None:
-        safety, adds_import, payload = fix
+        safety, adds_import, payload, *moved = fix
+        tables = moved[0] if len(moved) == 1 else []
+        if len(moved) > 1 or not isinstance(tables, list) or not all(isinstance(name, str) for name in tables):
+            raise TypeError("a fix's moved tables are a list of names")
         if adds_import is not None and not isinstance(adds_import, str):
             raise TypeError("an import is a module's name")
-        fix = Fix(_SAFETIES[safety], None if payload is None else _payload(*payload), adds_import)
+        fix = Fix(_SAFETIES[safety], None if payload is None else _payload(*payload), adds_import, tuple(tables))
     start = Position(_offset(start_line), _offset(start_column))
     end = Position(_offset(end_line), _offset(end_column))
     return Diagnostic(path, code, name, message, start, end, fix, tuple(helpers))

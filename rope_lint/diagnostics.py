@@ -37,7 +37,7 @@ class Position(namedtuple("Position", ("line", "column"))):
     column: int
 
 
-class Fix(namedtuple("Fix", ("safety", "payload", "adds_import"), defaults=(None, None))):
+class Fix(namedtuple("Fix", ("safety", "payload", "adds_import", "moves_tables"), defaults=(None, None, ()))):
     """A fix offered for a finding.
 
     The edit itself is made later by the rule's `fix` method on the LibCST node at the finding's range, so that
@@ -52,6 +52,10 @@ class Fix(namedtuple("Fix", ("safety", "payload", "adds_import"), defaults=(None
     safety: FixSafety
     payload: tuple | None  # default None
     adds_import: str | None  # default None
+    # The tables that the fix moves off the module's device (the rope codemod's): it is offered only where no other
+    # code of the package reads one of them off a module. The engine looks that up after the file's check
+    # (`callers`), as it does a finding's helpers. Empty once resolved.
+    moves_tables: tuple[str, ...]  # default ()
 
 
 _DIAGNOSTIC_FIELDS = ("path", "code", "name", "message", "start", "end", "fix", "rests_on_helpers")

@@ -246,7 +246,7 @@ def broken_fix(old: str, new: str) -> str:
     return (
         "import sys\n"
         "from rope_lint.fix import apply\n"
-        "def broken(source, diagnostics):\n"
+        "def broken(source, diagnostics, package=None):\n"
         f"    return apply.FixResult(source.replace({old!r}, {new!r}), list(diagnostics))\n"
         "apply.unverified_fixes = broken\n"
         "from rope_lint.cli import main\n"

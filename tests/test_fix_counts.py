@@ -11,6 +11,7 @@ import pytest
 
 from rope_lint import api, codemods
 from rope_lint.output import fix_report
+from rope_lint.rules.analysis.callers import PackageCallers
 
 # Two rotary classes, each with a floating table buffer (RPL202, fixed by the rope codemod over the whole class).
 TWO_ROTARY_CLASSES = """import torch
@@ -56,8 +57,9 @@ def partial_codemod(monkeypatch: pytest.MonkeyPatch):
         filename: str | None = None,
         text: str | None = None,
         tree: ast.Module | None = None,
+        package: PackageCallers | None = None,
     ) -> cst.Module:
-        return module.visit(_OnlyFirstClass(real(module, names, filename, text, tree)))
+        return module.visit(_OnlyFirstClass(real(module, names, filename, text, tree, package)))
 
     monkeypatch.setattr(codemods, "apply_codemods", first_class_only)
 

@@ -254,9 +254,9 @@ def test_a_file_changed_since_it_was_read_is_skipped(tmp_path: Path, monkeypatch
     path.write_text(HAZARD)
     real_apply = fixes.unverified_fixes
 
-    def apply_while_someone_edits(source: str, diagnostics: list) -> fixes.FixResult:
+    def apply_while_someone_edits(source: str, diagnostics: list, package: object = None) -> fixes.FixResult:
         path.write_text(HAZARD + "# edited meanwhile\n")
-        return real_apply(source, diagnostics)
+        return real_apply(source, diagnostics, package)
 
     monkeypatch.setattr(fixes, "unverified_fixes", apply_while_someone_edits)
     outcome = fixes.fix_file(path, Settings(select_rules(["ALL"], []), tmp_path), unsafe=False, diff_only=False)

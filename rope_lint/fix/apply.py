@@ -31,6 +31,7 @@ from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied, original_codes
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import rule_class
+from rope_lint.rules.analysis.callers import PackageCallers
 from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.rules.edits import Transformer
 from rope_lint.rules.payloads import ClassRewrite
@@ -123,7 +124,7 @@ def drafted(path: Path, settings: Settings, unsafe: bool) -> FixDraft | FileFixO
     if not chosen + carried:
         return FileFixOutcome(str(path), remaining=found)
     try:
-        return FixDraft(path, source, found, carried, unverified_fixes(source.text, chosen + carried))
+        return FixDraft(path, source, found, carried, unverified_fixes(source.text, chosen + carried, settings.callers))
     except Exception as error:
         return _failed(path, found, error)
 
@@ -345,14 +346,15 @@ def apply_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
     return result
 
 
-def unverified_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
+def unverified_fixes(source: str, diagnostics: list[Diagnostic], package: PackageCallers | None = None) -> FixResult:
     """Edit `source` at each finding's range, without compiling the result: `finished` compiles it, or the text that
     ruff formats from it.
 
     LibCST is slow on large files, so only the top-level statements that hold a finding are parsed and edited, each
     run of them on its own, and spliced back between the untouched lines. Every fix is local to its statement (a
     codemod to its class), except an added import, which is inserted in the whole text at the end. The module names
-    a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings.
+    a fix writes are resolved by scope (`names.ModuleNames`), against the whole file's module-level bindings. A
+    codemod asks `package`, the run's, what the rest of the file's package does with its names, where given.
     """
     # A generated file's tree is the one that locating its origins parsed, a modular source's (the findings' path is
     # the file's) the one that its carried rewrites did: `parsed_text` keeps the last few. Another file's is not kept
@@ -369,7 +371,7 @@ def unverified_fixes(source: str, diagnostics: list[Diagnostic]) -> FixResult:
         pieces.append("".join(lines[done : first - 1]))
         new_first = new_done + first - 1 - done
         old_chunk = lines[first - 1 : last]
-        fixed, fixed_here = _fix_chunk("".join(old_chunk), inside, first - 1, names, source, tree)
+        fixed, fixed_here = _fix_chunk("".join(old_chunk), inside, first - 1, names, source, tree, package)
         new_chunk = physical_lines(fixed)
         regions += [
             (first - 1 + a, first - 1 + b, new_first + c, new_first + d)
@@ -475,7 +477,13 @@ _BATCH_LINES = 400
 
 
 def _fix_chunk(
-    chunk: str, diagnostics: list[Diagnostic], line_offset: int, names: ModuleNames, source: str, tree: ast.Module
+    chunk: str,
+    diagnostics: list[Diagnostic],
+    line_offset: int,
+    names: ModuleNames,
+    source: str,
+    tree: ast.Module,
+    package: PackageCallers | None,
 ) -> tuple[str, list[Diagnostic]]:
     """Apply the findings' fixes to a run of top-level statements of `source` (whose syntax tree is `tree`) that starts
     after `line_offset` lines."""
@@ -500,7 +508,7 @@ def _fix_chunk(
         # The findings' path is the file's: the rope codemod reads a copy's `# Copied from` source through it, and the
         # bases of a class and the file's imports from the whole text's tree.
         codemods = sorted({d.fix.payload.codemod for d in codemod_fixes if d.fix})
-        fixed = apply_codemods(fixed, codemods, filename=codemod_fixes[0].path, text=source, tree=tree)
+        fixed = apply_codemods(fixed, codemods, codemod_fixes[0].path, source, tree, package)
     # LibCST drops the form feeds that start a module, which are the start of this run's first line.
     lost = chunk[: len(chunk) - len(chunk.lstrip("\x0c"))]
     return lost + fixed.code.lstrip("\x0c"), applied + codemod_fixes

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
@@ -38,8 +38,9 @@ class LowPrecisionRopeCache(Rule):
     ## Fix safety
     Unsafe, and made by the rope codemod on the whole class: the stored table's dtype changes to float32,
     and `forward` casts at the end instead. No fix for a class whose methods return tables without taking a
-    tensor (a sequence length, a shape): there is no device to move the table to, nor for a table that the
-    codemod does not know by name (see RPL202).
+    tensor (a sequence length, a shape): there is no device to move the table to, nor for a class whose tables
+    other code of the package reads off the module, nor for a table that the codemod does not know by name (see
+    RPL202).
     """
 
     code = "RPL201"
@@ -54,12 +55,11 @@ class LowPrecisionRopeCache(Rule):
         for store in rotary.table_stores(ctx):
             if rotary.is_low_precision_cast(ctx, store.value):
                 cls = ctx.enclosing_class(store.node)
-                rewrite = ClassRewrite("rope_tables", cls.name if cls else None)
                 yield self.report(
                     store.value,
                     f"the RoPE table `{store.name}` is stored in a runtime dtype, rounding it for every token; "
                     "store float32 and cast at the end of forward",
-                    Fix(FixSafety.UNSAFE, rewrite) if store.rewritten and rotary.rewritable(ctx, cls) else None,
+                    rotary.rope_class_fix(ctx, cls) if store.rewritten else None,
                 )
 
     examples = (

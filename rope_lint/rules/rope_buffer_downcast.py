@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
@@ -64,9 +64,13 @@ class RopeBufferDowncast(Rule):
     code returns (a buffer made again under `with torch.device(...)` after `to_empty()`, a forward that returns
     what construction computes): the codemod makes construction's tensors on the CPU, and that code would get them
     there. None for a class whose persistent table only makes room (`torch.empty(n)`, `torch.zeros(n)`) for the
-    values that a checkpoint brings: its float32 copy, made at construction, would never hold them. No fix either for
-    a table the codemod does not know by name (one found by its computation, its use or a name such as `freqs`), nor
-    for a parameter: make it a float32 plain attribute by hand.
+    values that a checkpoint brings: its float32 copy, made at construction, would never hold them. None where other
+    code of the package reads one of the class's tables off the module (an attention layer that hands
+    `self.rotary_emb.cos_sin_cache` to its kernel, a loader that asks `rotary_emb.inv_freq.is_meta`): it would get
+    the float32 CPU attribute. Such code is told by the table's name, in any module of the package; a write into the
+    table, a read of its shape, a copy into another table and a read in the class's own methods do not count. No fix
+    either for a table the codemod does not know by name (one found by its computation, its use or a name such as
+    `freqs`), nor for a parameter: make it a float32 plain attribute by hand.
 
     ## Known problems
     A trained `nn.Parameter` of frequencies (learned RoPE frequencies) cannot become a plain attribute: the
@@ -100,9 +104,7 @@ class RopeBufferDowncast(Rule):
                 continue
             if rotary.guarded(ctx, store):
                 continue
-            fix = None
-            if store.rewritten and not store.parameter and rotary.rewritable(ctx, cls):
-                fix = Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name if cls else None))
+            fix = rotary.rope_class_fix(ctx, cls) if store.rewritten and not store.parameter else None
             yield self.report(store.node, _message(store), fix)
 
     examples = (

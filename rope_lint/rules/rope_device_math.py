@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rope_lint.diagnostics import Fix, FixSafety
+from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import dtypes, logdomain, rotary
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
@@ -64,7 +64,8 @@ class RopeDeviceMath(Rule):
     moves them to the device of a tensor it takes. The codemod places each enumeration on the CPU and leaves
     its dtype to RPL101. A class whose methods return tables without taking a tensor (a sequence length, a
     shape) has no device to move them to, and the codemod leaves it as it is; so it does a class whose code after
-    construction uses what its construction code returns (see RPL202).
+    construction uses what its construction code returns, and one whose tables other code of the package reads off
+    the module (see RPL202).
 
     ## Known problems
     A table is judged dead from its class alone: a subclass, or another module, that reads
@@ -85,9 +86,7 @@ class RopeDeviceMath(Rule):
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         classes = rotary.top_level_classes(ctx.tree)
         for cls in rotary.rotary_classes(ctx):
-            rewrite = (
-                Fix(FixSafety.UNSAFE, ClassRewrite("rope_tables", cls.name)) if rotary.rewritable(ctx, cls) else None
-            )
+            rewrite = rotary.rope_class_fix(ctx, cls)
             construction = rotary.construction_methods(cls, classes)
             flow = _Flow(ctx, cls, construction)
             for method in rotary.methods(cls):

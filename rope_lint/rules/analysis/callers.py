@@ -11,13 +11,18 @@ nothing; any other use (the function passed as a value, a call at module level) 
 that no module of the package calls is left to code outside, which the rules do not see: not called at
 construction, as far as they know.
 
-Looked up by the engine after each file's check (`Diagnostic.rests_on_helpers`), so that a cached result
-never depends on another file. The result cache keeps a package's answers with a fingerprint of its files' statuses
-(`remember`): a warm run reads none of them while none has changed.
+The same package answers whether code outside a rotary class reads one of its tables off a module, which the rope
+codemod's rewrite would change (`table_reads`): only the modules that read an attribute of the table's name off
+something other than `self` or `cls` are parsed, around it.
+
+Looked up by the engine after each file's check (`Diagnostic.rests_on_helpers`, `Fix.moves_tables`), so that a
+cached result never depends on another file. The result cache keeps a package's answers with a fingerprint of its
+files' statuses (`remember`): a warm run reads none of them while none has changed.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -38,7 +43,8 @@ def _no_status_taken(absolute_path: str) -> None:
 
 
 class PackageCallers:
-    """The answers of one run, by file and helper; a module's text is read once however many helpers it mentions."""
+    """The answers of one run, by file and helper or table; a module's text is read once however many helpers it
+    mentions, and once for every table."""
 
     def __init__(
         self, codes_standing_after_construction: frozenset[str] = frozenset(), listings: Listings | None = None
@@ -55,6 +61,8 @@ class PackageCallers:
         # in one reading of the package.
         self._mentions: dict[tuple[str, str], list[str]] = {}
         self._wanted: set[tuple[str, str]] = set()
+        self._tables_read: dict[tuple[str, str], bool] = {}  # by package and table, for every file of the package
+        self._readers: dict[str, dict[str, list[str]]] = {}  # by package: `_table_readers`
         # Answers of an earlier run by package: the fingerprint of the package's files then, and (path, name, answer)
         # rows (None in a run without a result cache); the fingerprints of this run's packages, taken before their
         # first answer; the packages it looked in.
@@ -85,17 +93,18 @@ class PackageCallers:
     def standing(self, diagnostics: list[Diagnostic], source: str | None = None) -> list[Diagnostic]:
         """The findings that stand, resolved: a finding that rests on public helpers stands where another module of
         the package calls one of them at construction, or none calls them at all; for the rules that report code run
-        after construction, where neither holds. `source` is the text the findings are of, where it may not be the
-        file's (standard input, a fix not yet written)."""
+        after construction, where neither holds. A fix that moves tables off the module is offered where no code of
+        the package reads one of them off a module (`table_read_elsewhere`). `source` is the text the findings are
+        of, where it may not be the file's (standard input, a fix not yet written)."""
         if source is not None and diagnostics:
             self._sources[os.path.abspath(diagnostics[0].path)] = source
         for d in diagnostics:
             if d.rests_on_helpers:
                 top = self._top(os.path.abspath(d.path))
                 self._wanted.update((top, name) for name in d.rests_on_helpers)
-        # Returned without their helpers; most rest on none, and stand as they are.
+        # Most rest on nothing, and stand as they are.
         return [
-            d._replace(rests_on_helpers=()) if d.rests_on_helpers else d
+            self._resolved(d) if d.rests_on_helpers or (d.fix and d.fix.moves_tables) else d
             for d in diagnostics
             if not d.rests_on_helpers or self._stands(d)
         ]
@@ -104,18 +113,35 @@ class PackageCallers:
         called = any(self.called_at_construction(d.path, name) for name in d.rests_on_helpers)
         return called != (d.code in self._codes_standing_after)
 
+    def _resolved(self, d: Diagnostic) -> Diagnostic:
+        """The finding without its helpers, and with its fix where the tables it moves are read nowhere else."""
+        fix = d.fix
+        if fix and fix.moves_tables:
+            read = any(self.table_read_elsewhere(d.path, name) for name in fix.moves_tables)
+            fix = None if read else fix._replace(moves_tables=())
+        return d._replace(rests_on_helpers=(), fix=fix)
+
     def called_at_construction(self, path: str, name: str) -> bool:
-        key = (os.path.abspath(path), name)
+        return self._answer(os.path.abspath(path), name, self._look_up)
+
+    def table_read_elsewhere(self, path: str, name: str) -> bool:
+        """Whether code of the package reads the table `name` off a module from outside the class of `path` that
+        stores it, where the rope codemod would not rewrite the read (`table_reads`)."""
+        # Answers are kept by file and name, a table's as `.name`, which no helper's name is.
+        return self._answer(os.path.abspath(path), f".{name}", self._look_up_reads)
+
+    def _answer(self, path: str, key_name: str, look_up: Callable[[str, str], bool]) -> bool:
+        key = (path, key_name)
         if key not in self._answers and self._remembered is not None:
-            top = self._top(key[0])
+            top = self._top(path)
             if top not in self._fingerprints:
                 self._fingerprints[top] = self._fingerprint(top, self._status_taken)
                 self._answers.update(_answers_if_unchanged(self._remembered.get(top), self._fingerprints[top]))
         if key not in self._answers:
             self._answers[key] = False  # a cycle of helpers calling one another proves nothing more
-            self._answers[key] = self._look_up(*key)
+            self._answers[key] = look_up(*key)
             if self._remembered is not None:
-                self._looked_in.add(self._top(key[0]))
+                self._looked_in.add(self._top(path))
         return self._answers[key]
 
     def _fingerprint(self, top: str, status_taken: StatusTaken = _no_status_taken) -> str | None:
@@ -152,6 +178,42 @@ class PackageCallers:
             if found is None or any(self.called_at_construction(module, helper) for helper in set().union(*found)):
                 return True
         return False
+
+    def _look_up_reads(self, path: str, key_name: str) -> bool:
+        """Whether a module of the package reads the table off a module where the rope codemod would not rewrite the
+        read: the same answer for every file of the package, found once."""
+        from rope_lint.rules.analysis import helper_uses, table_reads  # parses modules: a warm check never
+
+        top, name = self._top(path), key_name[1:]
+        if (top, name) not in self._tables_read:
+            read = False
+            for module in self._table_readers(top).get(name, []):
+                ctx = helper_uses.parsed_around(module, (name,), self._sources.get(module))
+                # A module that does not parse may read it anywhere.
+                if ctx is False or (ctx is not None and table_reads.read_off_modules(ctx, name)):
+                    read = True
+                    break
+            self._tables_read[(top, name)] = read
+        return self._tables_read[(top, name)]
+
+    def _table_readers(self, top: str) -> dict[str, list[str]]:
+        """The package's modules that name an attribute like a table (`rotary.TABLE_NEEDLES`) off something other than
+        `self` or `cls`, by the attribute's name: found for every table in one reading of the package."""
+        if top not in self._readers:
+            readers: dict[str, list[str]] = {}
+            cores, pattern = _table_attribute()
+            for module in self._modules(top):
+                try:
+                    data = read_regular(module, SOURCE_LIMIT)
+                except OSError:
+                    continue  # the check of that file says why it cannot be read
+                if not any(core in data for core in cores):
+                    continue
+                names = {found[1] for found in pattern.finditer(data) if not _off_self(data, found.start())}
+                for name in names:
+                    readers.setdefault(name.decode(), []).append(module)
+            self._readers[top] = readers
+        return self._readers[top]
 
     def _mentioning(self, top: str, name: str) -> list[str]:
         """The package's modules that can call `name` of another module: where an import names it, a star import
@@ -241,3 +303,21 @@ def _reaches(data: bytes, name: str) -> bool:
 
 
 _IDENTIFIER = re.compile(rb"\w")
+
+
+@functools.cache
+def _table_attribute() -> tuple[tuple[bytes, ...], re.Pattern[bytes]]:
+    """What every word that names a table holds (`rotary.TABLE_NEEDLE_CORES`), and `.<table>`: an attribute named like
+    one. Made on first use: a warm check imports no rotary analysis."""
+    from rope_lint.rules.analysis.rotary import TABLE_NEEDLE_CORES, TABLE_NEEDLES
+
+    needles = b"|".join(re.escape(needle.encode()) for needle in TABLE_NEEDLES)
+    return tuple(core.encode() for core in TABLE_NEEDLE_CORES), re.compile(rb"\.(\w*(?:" + needles + rb")\w*)")
+
+
+def _off_self(data: bytes, dot: int) -> bool:
+    """Whether the attribute whose dot is at `dot` is read off `self` or `cls`."""
+    start = dot
+    while start > 0 and _IDENTIFIER.match(data, start - 1):
+        start -= 1
+    return data[start:dot] in (b"self", b"cls")

@@ -17,12 +17,14 @@ from __future__ import annotations
 import ast
 import re
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 
 from rope_lint import TYPE_CHECKING
+from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.rules.analysis import computation
 from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
 from rope_lint.rules.analysis.dtypes import FLOATING_DTYPES, INTEGER_DTYPES
+from rope_lint.rules.payloads import ClassRewrite
 
 if TYPE_CHECKING:
     from typing import TypeGuard
@@ -46,6 +48,8 @@ TABLE_NEEDLES = (
     "cos_table",
     "sin_table",
 )
+# What every table needle holds, fewer and shorter: a search of a whole package for tables looks for these first.
+TABLE_NEEDLE_CORES = ("inv_freq", "cache", "_table")
 TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
 # Where a tensor is kept on a module under any name, and the words of the math that computes a table: a class
 # holding both may store a table under a name of its own (`angles`, `freqs_base_t`), and a function holding the
@@ -638,21 +642,59 @@ def own_nodes(method: FunctionNode) -> Iterator[ast.AST]:
 
 
 def rewritable(ctx: FileContext, cls: ast.ClassDef | None) -> bool:
-    """Whether the rope codemod rewrites the tables of `cls` (a class of the file, or None outside every class): the
-    RPL2xx rules offer its fix only then."""
+    """Whether the rope codemod rewrites the tables of `cls` (a class of the file, or None outside every class), as far
+    as the file tells: the RPL2xx rules offer its fix only then, and only where no other code reads the tables that
+    the rewrite moves off the module (`moved_tables`)."""
     return cls is None or cls.name in ctx.derived(_movable_classes) or cls not in rotary_classes(ctx)
+
+
+def rope_class_fix(ctx: FileContext, cls: ast.ClassDef | None) -> Fix | None:
+    """The RPL2xx fix of a finding in `cls` (None outside every class): the rope codemod's rewrite of the class, where
+    the file lets it move the class's tables (`rewritable`), resting on no other code reading them (`moved_tables`)."""
+    if not rewritable(ctx, cls):
+        return None
+    rewrite = ClassRewrite("rope_tables", cls.name if cls else None)
+    return Fix(FixSafety.UNSAFE, rewrite, moves_tables=moved_tables(ctx, cls))
 
 
 def _movable_classes(ctx: FileContext) -> set[str]:
     return movable_rotary_classes(rotary_classes(ctx))
 
 
-def movable_rotary_classes(classes: list[ast.ClassDef]) -> set[str]:
+def moved_tables(ctx: FileContext, cls: ast.ClassDef | None) -> tuple[str, ...]:
+    """The tables that the rope codemod's rewrite of `cls` makes float32 attributes on the CPU: those that it and
+    its rotary bases and subclasses in the file store, which are rewritten together. A read of one off the module from
+    outside the class (`table_reads`) would get that instead of the module's buffer, so the rewrite rests on there
+    being none."""
+    return () if cls is None else ctx.derived(_moved_tables, cls)
+
+
+def _moved_tables(ctx: FileContext, cls: ast.ClassDef) -> tuple[str, ...]:
+    classes = rotary_classes(ctx)
+    group = _groups(classes)
+    family = [c for c in classes if group[c.name] == group.get(cls.name)] or [cls]
+    return tuple(sorted(set().union(*map(stored_tables, family))))
+
+
+def movable_rotary_classes(classes: list[ast.ClassDef], read_elsewhere: Collection[str] = ()) -> set[str]:
     """The names of `classes` (a file's rotary classes) whose tables the rope codemod can move. A class and its
     rotary bases and subclasses in the file share their tables' methods, so they are rewritten together or not at
-    all."""
+    all. `read_elsewhere`: the tables that other code reads off a module (`table_reads`), which no class that
+    stores one can move."""
     by_name = {cls.name: cls for cls in classes}
-    group = {name: name for name in by_name}
+    group = _groups(classes)
+    stuck = {
+        group[cls.name]
+        for cls in classes
+        if not tables_can_move(cls, by_name) or not stored_tables(cls).isdisjoint(read_elsewhere)
+    }
+    return {name for name in by_name if group[name] not in stuck}
+
+
+def _groups(classes: list[ast.ClassDef]) -> dict[str, str]:
+    """Each class's group, by the name of one class in it: a class with its rotary bases and subclasses among
+    `classes`."""
+    group = {cls.name: cls.name for cls in classes}
 
     def root(name: str) -> str:
         while group[name] != name:
@@ -661,10 +703,25 @@ def movable_rotary_classes(classes: list[ast.ClassDef]) -> set[str]:
 
     for cls in classes:
         for base in cls.bases:
-            if isinstance(base, ast.Name) and base.id in by_name:
+            if isinstance(base, ast.Name) and base.id in group:
                 group[root(cls.name)] = root(base.id)
-    stuck = {root(cls.name) for cls in classes if not tables_can_move(cls, by_name)}
-    return {name for name in by_name if root(name) not in stuck}
+    return {name: root(name) for name in group}
+
+
+def stored_tables(cls: ast.ClassDef) -> frozenset[str]:
+    """The tables, by the names the rope codemod rewrites, that the class stores on `self`: assigned, registered as
+    buffers, or set by `setattr` under a literal name."""
+    names = set()
+    for node in walk(cls):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and is_self_attribute(node):
+            names.add(node.attr)
+        elif isinstance(node, ast.Call) and (_literal_name(node.args[0]) if node.args else None):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "register_buffer":
+                names.add(_literal_name(node.args[0]))
+            elif isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) == 3:
+                names.add(_literal_name(node.args[1]))
+    return frozenset(name for name in names if name and is_table_name(name) and not name.endswith("_fp32"))
 
 
 def table_stores(ctx: FileContext) -> list[TableStore]:

@@ -1,0 +1,149 @@
+"""The rope codemod moves a rotary class's tables off the module, and rewrites only its own class's reads of them: code
+elsewhere in the package that reads a table off the module (an attention layer that hands
+`self.rotary_emb.cos_sin_cache` to its kernel) would get a float32 CPU attribute instead of the buffer on the module's
+device. No class fix is offered where the package reads one (rope_lint/rules/analysis/table_reads.py), and the answer
+follows the other modules as they are now, through the result cache."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import libcst as cst
+import pytest
+import torch
+from helpers import rope_lint
+from rope_lint.codemods import rope_tables
+from rope_lint.codemods.codemod_file import CodemodFile
+
+from rope_lint.engine import LARGE_RUN, Settings, check_paths
+from rope_lint.rules import select_rules
+
+ROTARY = """import torch
+from torch import nn
+
+
+class CacheRotaryEmbedding(nn.Module):
+    def __init__(self, dim: int, max_positions: int = 64):
+        super().__init__()
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        angles = torch.outer(torch.arange(max_positions, dtype=torch.int64).float(), inv_freq)
+        self.register_buffer("cos_sin_cache", torch.cat((angles.cos(), angles.sin()), dim=-1), persistent=False)
+
+    def rebuilt(self, cache: torch.Tensor) -> torch.Tensor:
+        return cache.clone()
+
+    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.cos_sin_cache[positions].to(x.dtype)
+"""
+
+# An attention layer that hands its rotary module's table to a kernel of its own, which wants it where the
+# activations are: what inference engines do.
+ATTENTION = """import torch
+from torch import nn
+
+from .rotary import CacheRotaryEmbedding
+
+
+def rotate_kernel(q: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> torch.Tensor:
+    if cos_sin_cache.device != q.device:
+        raise RuntimeError(f"the cache is on {cos_sin_cache.device}, the query on {q.device}")
+    cos, sin = cos_sin_cache[positions].chunk(2, dim=-1)
+    return q * torch.cat((cos, cos), dim=-1) + q.flip(-1) * torch.cat((sin, sin), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.rotary_emb = CacheRotaryEmbedding(dim)
+
+    def forward(self, positions: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return rotate_kernel(q, positions, self.rotary_emb.cos_sin_cache)
+"""
+
+# How other code can name the table, by whether the rewrite would change what it gets.
+READS = {
+    "handed to a function": ("def use(module, q):\n    return kernel(q, module.cos_sin_cache)\n", True),
+    "off an attribute": ("def use(layer):\n    return layer.rotary_emb.cos_sin_cache[0]\n", True),
+    "its dtype": ("def use(module):\n    return module.cos_sin_cache.dtype\n", True),
+    "its device": ("def use(module, q):\n    return q.to(module.cos_sin_cache.device)\n", True),
+    "written into in place": ("def use(module, value):\n    module.cos_sin_cache.copy_(value)\n", False),
+    "an init function's destination": ("def use(module, value):\n    init.copy_(module.cos_sin_cache, value)\n", False),
+    "its shape": ("def use(module):\n    return module.cos_sin_cache.shape[0]\n", False),
+    "replaced": ("def use(module, value):\n    module.cos_sin_cache = value\n", False),
+    "its data replaced": ("def use(module, value):\n    module.cos_sin_cache.data = value\n", False),
+    "copied into another table": ("def use(new, old):\n    new.cos_sin_cache.data = old.cos_sin_cache\n", False),
+    "handed to the module's own method": ("def use(module):\n    return module.rebuilt(module.cos_sin_cache)\n", False),
+    "a string": ('NAMES = ["rotary_emb.cos_sin_cache"]\n', False),
+    "off self in a class of its own": (
+        "class Other:\n    def use(self):\n        return self.cos_sin_cache\n",
+        False,
+    ),
+}
+
+
+def package(root: Path, modules: dict[str, str]) -> Path:
+    folder = root / "pkg"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "__init__.py").write_text("")
+    for name, text in {"rotary.py": ROTARY, **modules}.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def class_fixes(folder: Path) -> list[bool]:
+    """Whether each RPL202 finding of the rotary module offers its class fix."""
+    found = check_paths([str(folder / "rotary.py")], Settings(select_rules(["RPL202"], []), str(folder.parent)))
+    assert found, "the table is flagged"
+    return [d.fix is not None for d in found]
+
+
+@pytest.mark.parametrize("how", READS)
+def test_a_class_fix_is_offered_only_where_no_other_code_reads_its_tables(tmp_path: Path, how: str) -> None:
+    reader, changes = READS[how]
+    folder = package(tmp_path, {"reader.py": reader})
+    assert class_fixes(folder) == [not changes]
+    # The codemod, run alone as LibCST's tool runs it, asks the package too.
+    rewritten = rope_tables.rewrite(cst.parse_module(ROTARY), CodemodFile(str(folder / "rotary.py")))
+    assert (rewritten.code == ROTARY) == changes
+
+
+def test_a_table_that_another_module_hands_to_a_kernel_stays_where_the_module_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fix leaves the class as it is, and the layer built on another device (`meta`, for an accelerator) still
+    hands its kernel a table there: the rewritten class's table was a float32 attribute on the CPU."""
+    folder = package(tmp_path, {"attention.py": ATTENTION})
+    fixed = rope_lint("fix", "--unsafe-fixes", str(folder), cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stdout + fixed.stderr  # the findings remain, without a fix
+    assert (folder / "rotary.py").read_text() == ROTARY
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:
+        monkeypatch.delitem(sys.modules, name)
+    from pkg.attention import Attention  # type: ignore[import-not-found]
+
+    with torch.device("meta"):
+        layer = Attention(8)
+        out = layer(torch.arange(4), torch.ones(4, 8))
+    assert out.device.type == "meta"
+
+
+def test_a_cached_check_answers_for_the_readers_as_they_are_now(tmp_path: Path) -> None:
+    """A large run caches each file's findings; a reader added in another module must still take the fix away, and
+    its removal give it back."""
+    (tmp_path / "pyproject.toml").write_text("[tool.rope-lint]\n")
+    fillers = {f"clean_{index:02}.py": "import torch\nx = torch.arange(4)\n" for index in range(LARGE_RUN)}
+    folder = package(tmp_path, fillers)
+
+    def fixes() -> list[bool]:
+        run = rope_lint("check", "--select", "RPL202", "--output-format", "json", ".", cwd=tmp_path)
+        assert run.returncode == 1, run.stdout + run.stderr
+        return [finding["fix"] is not None for finding in json.loads(run.stdout)]
+
+    assert fixes() == [True]
+    (folder / "attention.py").write_text(ATTENTION)
+    assert fixes() == [False]
+    (folder / "attention.py").unlink()
+    assert fixes() == [True]
+    assert (tmp_path / ".rope_lint_cache").is_dir()
