@@ -13,7 +13,7 @@ Its operands that are not upcast yet (read through the names they are bound to) 
 product stays float64. `<input>` is a tensor that `forward` takes on every path (`rotary.device_source`); a
 `forward` without one (it takes a sequence length) is left as it is, and so is a `forward` whose decorator turns
 autocast off, or one that returns a value it does not cast to a dtype (`autocast.returns_cast`), and so is every
-`forward` of a file written for TorchScript (`autocast.written_for_torchscript`). Consecutive such statements share
+`forward` of a file written for TorchScript (`context.written_for_torchscript`). Consecutive such statements share
 one block. `forward` casts its results at the end as before, so their dtypes do not change: the fix is safe.
 
 Run it through rope-lint (`rope-lint fix`, on files with RPL204 findings) or LibCST:
@@ -35,7 +35,7 @@ from rope_lint.codemods.nodes import Satisfies, Shape, findall, like, matches
 from rope_lint.codemods.rope_tables import rotary_class_names
 
 from rope_lint.rules.analysis import autocast, rotary
-from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.analysis.context import FileContext, written_for_torchscript
 from rope_lint.rules.edits import Transformer, as_operand, with_method
 
 _MATMUL = like.BinaryOperation(operator=like.MatrixMultiply())
@@ -146,7 +146,7 @@ class _AutocastOff(Transformer):
             or not isinstance(updated_node.body, cst.IndentedBlock)
             or autocast.decorated_autocast_off(parsed, self.names.off_decorators)
             or not autocast.returns_cast(self.names.imports, parsed)
-            or autocast.written_for_torchscript(self.names.imports.source)
+            or written_for_torchscript(self.names.imports.source)
         ):
             return updated_node
         products = _Products(self.names, autocast.ProductInputs(parsed, self.classes[-1][1]))

@@ -77,6 +77,7 @@ from rope_lint.codemods.nodes import Satisfies, findall, like, matches
 
 from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
+from rope_lint.rules.analysis.context import written_for_torchscript
 from rope_lint.rules.analysis.rotary import (
     LAYOUT_METHODS,
     LOW_PRECISION_CAST_METHODS,
@@ -97,7 +98,10 @@ _BUFFER = like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer"))
 
 
 def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
-    """The rope codemod's rewrite of `tree`, the module of `file` or a run of its statements."""
+    """The rope codemod's rewrite of `tree`, the module of `file` or a run of its statements: none in a file written for
+    TorchScript, which could not script the rewrite (`context.written_for_torchscript`)."""
+    if written_for_torchscript(file.text if file.text is not None else tree.code):
+        return tree
     rotary_names = rotary_class_names(tree)
     classes = _parsed_classes(tree, rotary_names)
     # The rotary classes whose tables the codemod can move to where they are used: none whose tables other code of the

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import exceeding, install_transformers, module_of, probe, rope_lint, run_python
+from helpers import exceeding, install_transformers, load_module, module_of, probe, rope_lint, run_python
 from releases import NEW, OLD, TRANSFORMERS_RUFF, AcceptanceRun
 
 TRIGGERS = "zero-init-bf16,default-dtype-bf16,to-bf16"
@@ -799,3 +799,45 @@ def test_a_class_whose_persistent_table_is_a_placeholder_to_load_is_left_as_it_i
         computed.append(rope(positions))
     assert torch.equal(computed[1], computed[0])
     assert torch.allclose(computed[0], positions[..., None].float() * loaded, rtol=1e-2)  # bf16's rounding only
+
+
+# A rotary class of a file written for TorchScript (`torch.jit.is_scripting()`), which scripts as it is.
+SCRIPTED_TABLES = """import torch
+from torch import nn
+
+
+class ScriptedRotaryEmbedding(nn.Module):
+    def __init__(self, dim: int, max_positions: int = 32):
+        super().__init__()
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        angles = torch.outer(torch.arange(max_positions, dtype=torch.int64).float(), inv_freq)
+        self.register_buffer("cos_cached", angles.cos(), persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if not torch.jit.is_scripting():
+            assert positions.max() < self.cos_cached.shape[0]
+        return self.cos_cached[positions].to(x.dtype)
+"""
+
+
+def test_a_class_of_a_file_written_for_torchscript_is_left_scriptable(tmp_path: Path) -> None:
+    """The codemod's rewrite reads tables through `_rope_table_on_device`, a Python function that `torch.jit.script`
+    cannot compile: in a file written for TorchScript, no class fix is offered, and the class still scripts."""
+    import libcst as cst
+    from rope_lint.codemods import rope_tables
+    from rope_lint.codemods.codemod_file import CodemodFile
+
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    found = check_source("model.py", SCRIPTED_TABLES, Settings(select_rules(["RPL2"], []), Path(".")))
+    assert {d.code for d in found} >= {"RPL202"}
+    assert [d for d in found if d.fix is not None] == []
+    assert rope_tables.rewrite(cst.parse_module(SCRIPTED_TABLES), CodemodFile()).code == SCRIPTED_TABLES
+    model = tmp_path / "model.py"
+    model.write_text(SCRIPTED_TABLES)
+    rope_lint("fix", "--unsafe-fixes", str(model))
+    rope = load_module(model, "scripted_model").ScriptedRotaryEmbedding(8)  # from its file: TorchScript reads it
+    x, positions = torch.ones(3, dtype=torch.bfloat16), torch.arange(5)
+    assert torch.equal(torch.jit.script(rope)(x, positions), rope(x, positions))

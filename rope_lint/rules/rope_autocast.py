@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, candidates
 from rope_lint.rules.analysis import autocast, rotary
-from rope_lint.rules.analysis.context import FileContext, walk
+from rope_lint.rules.analysis.context import FileContext, walk, written_for_torchscript
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 from rope_lint.rules.payloads import ClassRewrite
 
@@ -102,7 +102,7 @@ class RopeAutocast(Rule):
                     fixable = (
                         rotary.device_source(method) is not None
                         and autocast.returns_cast(ctx, method)
-                        and not autocast.written_for_torchscript(ctx.source)
+                        and not written_for_torchscript(ctx.source)
                     )
                     rewrite = Fix(FixSafety.SAFE, ClassRewrite("rope_autocast", cls.name)) if fixable else None
                     inputs = autocast.ProductInputs(method, {other.name for other in methods})

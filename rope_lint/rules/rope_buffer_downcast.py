@@ -68,9 +68,11 @@ class RopeBufferDowncast(Rule):
     code of the package reads one of the class's tables off the module (an attention layer that hands
     `self.rotary_emb.cos_sin_cache` to its kernel, a loader that asks `rotary_emb.inv_freq.is_meta`): it would get
     the float32 CPU attribute. Such code is told by the table's name, in any module of the package; a write into the
-    table, a read of its shape, a copy into another table and a read in the class's own methods do not count. No fix
-    either for a table the codemod does not know by name (one found by its computation, its use or a name such as
-    `freqs`), nor for a parameter: make it a float32 plain attribute by hand.
+    table, a read of its shape, a copy into another table and a read in the class's own methods do not count. None in
+    a file written for TorchScript (`torch.jit.Final`, `@torch.jit.ignore`, `torch.jit.is_scripting()`): the rewrite
+    reads tables through a Python function that `torch.jit.script` cannot compile. No fix either for a table the
+    codemod does not know by name (one found by its computation, its use or a name such as `freqs`), nor for a
+    parameter: make it a float32 plain attribute by hand.
 
     ## Known problems
     A trained `nn.Parameter` of frequencies (learned RoPE frequencies) cannot become a plain attribute: the

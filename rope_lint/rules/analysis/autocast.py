@@ -197,19 +197,6 @@ def decorated_autocast_off(function: FunctionNode, off_decorators: Collection[st
     )
 
 
-# What a file written to be compiled with `torch.jit.script` uses, in its code or its comments.
-_TORCHSCRIPT_MARKS = (
-    "jit.script", "jit.Final", "jit.ignore", "jit.unused", "jit.is_scripting", "jit.export", "jit.interface",
-)  # fmt: skip
-
-
-def written_for_torchscript(source: str) -> bool:
-    """Whether a file is written to be compiled with `torch.jit.script` (`torch.jit.Final`, `@torch.jit.ignore`,
-    `torch.jit.is_scripting()`): TorchScript takes only a constant device type in `torch.autocast`, so it cannot
-    compile a `forward` with the block that the fix writes (`device_type=x.device.type`)."""
-    return any(mark in source for mark in _TORCHSCRIPT_MARKS)
-
-
 def returns_cast(ctx: FileContext, function: FunctionNode) -> bool:
     """Whether every value that `function` returns is cast to a dtype (`cos.to(dtype=x.dtype)`, `.type_as(x)`,
     `.float()`), or is a tuple or list of such values, or a name or attribute that `function` binds only to such

@@ -264,6 +264,20 @@ def walk(node: ast.AST) -> list[ast.AST]:
     return nodes
 
 
+# What a file written to be compiled with `torch.jit.script` uses, in its code or its comments.
+_TORCHSCRIPT_MARKS = (
+    "jit.script", "jit.Final", "jit.ignore", "jit.unused", "jit.is_scripting", "jit.export", "jit.interface",
+)  # fmt: skip
+
+
+def written_for_torchscript(source: str) -> bool:
+    """Whether a file is written to be compiled with `torch.jit.script` (`torch.jit.Final`, `@torch.jit.ignore`,
+    `torch.jit.is_scripting()`): a rewrite of its classes must compile there too. TorchScript takes only a constant
+    device type in `torch.autocast` (RPL204's block names the input's), and no Python function such as the rope
+    codemod's `_rope_table_on_device`."""
+    return any(mark in source for mark in _TORCHSCRIPT_MARKS)
+
+
 def is_self_attribute(node: ast.AST) -> TypeGuard[ast.Attribute]:
     """`self.<name>`."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"

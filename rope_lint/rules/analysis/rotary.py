@@ -22,7 +22,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.rules.analysis import computation
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
+from rope_lint.rules.analysis.context import (
+    FileContext,
+    FunctionNode,
+    is_self_attribute,
+    walk,
+    written_for_torchscript,
+)
 from rope_lint.rules.analysis.dtypes import FLOATING_DTYPES, INTEGER_DTYPES
 from rope_lint.rules.payloads import ClassRewrite
 
@@ -650,8 +656,9 @@ def rewritable(ctx: FileContext, cls: ast.ClassDef | None) -> bool:
 
 def rope_class_fix(ctx: FileContext, cls: ast.ClassDef | None) -> Fix | None:
     """The RPL2xx fix of a finding in `cls` (None outside every class): the rope codemod's rewrite of the class, where
-    the file lets it move the class's tables (`rewritable`), resting on no other code reading them (`moved_tables`)."""
-    if not rewritable(ctx, cls):
+    the file lets it move the class's tables (`rewritable`), resting on no other code reading them (`moved_tables`).
+    None in a file written for TorchScript, which could not script what the codemod writes."""
+    if written_for_torchscript(ctx.source) or not rewritable(ctx, cls):
         return None
     rewrite = ClassRewrite("rope_tables", cls.name if cls else None)
     return Fix(FixSafety.UNSAFE, rewrite, moves_tables=moved_tables(ctx, cls))
