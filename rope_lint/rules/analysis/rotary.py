@@ -658,10 +658,14 @@ def rope_class_fix(ctx: FileContext, cls: ast.ClassDef | None) -> Fix | None:
     """The RPL2xx fix of a finding in `cls` (None outside every class): the rope codemod's rewrite of the class, where
     the file lets it move the class's tables (`rewritable`), resting on no other code reading them (`moved_tables`).
     None in a file written for TorchScript, which could not script what the codemod writes."""
-    if written_for_torchscript(ctx.source) or not rewritable(ctx, cls):
+    if ctx.derived(_written_for_torchscript) or not rewritable(ctx, cls):
         return None
     rewrite = ClassRewrite("rope_tables", cls.name if cls else None)
     return Fix(FixSafety.UNSAFE, rewrite, moves_tables=moved_tables(ctx, cls))
+
+
+def _written_for_torchscript(ctx: FileContext) -> bool:
+    return written_for_torchscript(ctx.source)
 
 
 def _movable_classes(ctx: FileContext) -> set[str]:
