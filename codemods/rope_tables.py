@@ -57,6 +57,9 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    the copy that forward reads, at the address CUDA graphs replay; an update that replaces a table
    (`register_buffer`, now `setattr`) replaces the master, whose next read makes its copy again.
 
+A file written for TorchScript (`torch.jit.Final`, `@torch.jit.ignore`, `torch.jit.is_scripting()`) is left as it is
+(`context.written_for_torchscript`): `torch.jit.script` cannot compile `_rope_table_on_device`.
+
 Run it through rope-lint (`rope-lint fix --unsafe-fixes`, on files with RPL2xx findings) or LibCST:
 `python -m libcst.tool codemod --no-format -x rope_lint.codemods.commands.RopeTablesCommand PATH` (see
 docs/fix.md).
