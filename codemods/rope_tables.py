@@ -82,6 +82,7 @@ from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import written_for_torchscript
 from rope_lint.rules.analysis.rotary import (
+    FP32_COPY_SUFFIX,
     LAYOUT_METHODS,
     LOW_PRECISION_CAST_METHODS,
     TABLE_DESCRIPTIONS,
@@ -94,7 +95,6 @@ from rope_lint.rules.edits import Transformer, as_assigned_value, as_operand, wi
 from rope_lint.transformers import generated
 from rope_lint.transformers.copies import source_chain
 
-_FP32_SUFFIX = "_fp32"
 # `self.<name> = ...`, and `Buffer` or `<module>.Buffer`.
 _STORE_ON_SELF = like.Assign(targets=[like.AssignTarget(like.Attribute(value=like.Name("self")))])
 _BUFFER = like.Name("Buffer") | like.Attribute(attr=like.Name("Buffer"))
@@ -246,7 +246,7 @@ def _persistent_buffers(code: str) -> frozenset[str]:
         assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Attribute)
         if _buffer(assign.value)[1]:
             names.add(assign.targets[0].target.attr.value)
-    return frozenset(name for name in names if is_table_name(name) and not name.endswith(_FP32_SUFFIX))
+    return frozenset(name for name in names if is_table_name(name) and not name.endswith(FP32_COPY_SUFFIX))
 
 
 class _TableStores(Transformer):
@@ -265,11 +265,11 @@ class _TableStores(Transformer):
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.class_names.append(node.name.value)
         copied = {
-            target.target.attr.value.removesuffix(_FP32_SUFFIX)
+            target.target.attr.value.removesuffix(FP32_COPY_SUFFIX)
             for target in findall(node, like.AssignTarget(like.Attribute(value=like.Name("self"))))
             if isinstance(target, cst.AssignTarget)
             and isinstance(target.target, cst.Attribute)
-            and target.target.attr.value.endswith(_FP32_SUFFIX)
+            and target.target.attr.value.endswith(FP32_COPY_SUFFIX)
         }
         self.classes.append((self.kept_by_sources.get(node.name.value, set()), copied))
         return node.name.value not in self.left_alone
@@ -319,9 +319,9 @@ class _TableStores(Transformer):
                 data, persistent = _buffer(statement.value)
                 if data is not None and name in self.copied:
                     return updated_node  # the class reads the float32 copy already
-                if data is not None and (persistent or name in self.kept) and not name.endswith(_FP32_SUFFIX):
+                if data is not None and (persistent or name in self.kept) and not name.endswith(FP32_COPY_SUFFIX):
                     # `self.x = nn.Buffer(v)`: the state_dict key stays, and a float32 copy goes beside it.
-                    copy = cst.Assign([cst.AssignTarget(_self_attribute(name + _FP32_SUFFIX))], _assigned(data))
+                    copy = cst.Assign([cst.AssignTarget(_self_attribute(name + FP32_COPY_SUFFIX))], _assigned(data))
                     if self.pinned:
                         assert isinstance(statement.value, cst.Call)
                         kept = _on_default_device(statement.value, 0)
@@ -348,7 +348,7 @@ class _TableStores(Transformer):
         assert isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
         owner = call.func.value.value  # `self`, or the module a function outside the class takes
         name = _string_value(call.args[0].value)
-        if not name or not is_table_name(name) or name.endswith(_FP32_SUFFIX) or name in self.copied:
+        if not name or not is_table_name(name) or name.endswith(FP32_COPY_SUFFIX) or name in self.copied:
             return None
         value = call.args[1].value
         literal = isinstance(call.args[0].value, cst.SimpleString)
@@ -357,7 +357,7 @@ class _TableStores(Transformer):
                 return None
             # Checkpoints carry this key (or the copy's source keeps it): keep the buffer, and compute from a float32
             # copy beside it.
-            copy = _self_attribute(name + _FP32_SUFFIX, owner)
+            copy = _self_attribute(name + FP32_COPY_SUFFIX, owner)
             return [cst.Assign([cst.AssignTarget(copy)], _assigned(value))]
         if literal:
             return cst.Assign([cst.AssignTarget(_self_attribute(name, owner))], _assigned(value))
@@ -658,8 +658,8 @@ class _RotaryClassRewrite(_TableReads):
         self.construction = self.constructions[node.name.value]
         tables, persistent = self.inherited.get(node.name.value, (frozenset(), frozenset()))
         self.tables = _construction_tables(node, self.construction) | tables
-        with_fp32_copy = {name.removesuffix(_FP32_SUFFIX) for name in self.tables if name.endswith(_FP32_SUFFIX)}
-        self.persistent = with_fp32_copy | persistent
+        copied = {name.removesuffix(FP32_COPY_SUFFIX) for name in self.tables if name.endswith(FP32_COPY_SUFFIX)}
+        self.persistent = copied | persistent
         parsed = next(cls for cls in ast.parse(textwrap.dedent(_code(node))).body if isinstance(cls, ast.ClassDef))
         self.devices = {method.name: rotary.device_source(method) for method in rotary.methods(parsed)}
         return True
@@ -765,7 +765,7 @@ class _RotaryClassRewrite(_TableReads):
         if self.method != "__init__" and _reads_table_by_name(updated_node):
             name = updated_node.args[1].value
             if _string_value(name) in self.persistent:
-                name = cst.SimpleString(f'"{_string_value(name)}{_FP32_SUFFIX}"')
+                name = cst.SimpleString(f'"{_string_value(name)}{FP32_COPY_SUFFIX}"')
             if self.at_runtime and self.device:
                 return _table_on_device(cst.Name("self"), name, self.device)
             return updated_node.with_changes(args=[updated_node.args[0], updated_node.args[1].with_changes(value=name)])
@@ -805,7 +805,7 @@ class _RotaryClassRewrite(_TableReads):
             return updated_node
         name = updated_node.attr.value
         if name in self.persistent:  # a persistent table is read through its float32 copy
-            name += _FP32_SUFFIX
+            name += FP32_COPY_SUFFIX
             updated_node = updated_node.with_changes(attr=cst.Name(name))
         if self.at_runtime and self.device and name in self.tables and original_node not in self.described:
             # Step 5: the table's copy on the input's device, made once (`TABLE_ON_DEVICE`).
@@ -888,7 +888,7 @@ def _inherited_tables(codes: tuple[str, ...]) -> tuple[frozenset[str], frozenset
             if isinstance(cls, cst.ClassDef):
                 tables |= _construction_tables(cls, _construction_methods(cls))
         persistent |= _persistent_buffers(code)
-    return frozenset(tables | {name + _FP32_SUFFIX for name in persistent}), frozenset(persistent)
+    return frozenset(tables | {name + FP32_COPY_SUFFIX for name in persistent}), frozenset(persistent)
 
 
 def _construction_methods(cls: cst.ClassDef) -> set[str]:

@@ -147,3 +147,24 @@ def test_a_cached_check_answers_for_the_readers_as_they_are_now(tmp_path: Path) 
     (folder / "attention.py").unlink()
     assert fixes() == [True]
     assert (tmp_path / ".rope_lint_cache").is_dir()
+
+
+def test_the_tables_a_class_stores_are_found_in_every_way_it_stores_them() -> None:
+    """`rotary.stored_tables`: the names the fix's availability rests on (`Fix.moves_tables`)."""
+    import ast
+
+    from rope_lint.rules.analysis import rotary
+
+    cls = ast.parse(
+        "class R:\n"
+        "    def __init__(self, prefix, inv_freq):\n"
+        '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n'
+        '        self.register_buffer(f"{prefix}long_inv_freq", inv_freq)\n'
+        '        setattr(self, "original_inv_freq", inv_freq)\n'
+        "        self.cos_cached, self.sin_cached = inv_freq.cos(), inv_freq.sin()\n"
+        "        self.inv_freq_fp32 = inv_freq\n"
+        "        self.scaling = 1.0\n"
+        "        other.sin_table = inv_freq\n"
+    ).body[0]
+    assert isinstance(cls, ast.ClassDef)
+    assert rotary.stored_tables(cls) == {"inv_freq", "long_inv_freq", "original_inv_freq", "cos_cached", "sin_cached"}

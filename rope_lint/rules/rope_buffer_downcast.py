@@ -97,12 +97,13 @@ class RopeBufferDowncast(Rule):
         float32_copies = {
             (ctx.enclosing_class(store.node), store.name)
             for store in stores
-            if not store.as_buffer and store.name.endswith("_fp32")
+            if not store.as_buffer and store.name.endswith(rotary.FP32_COPY_SUFFIX)
         }
         for store in stores:
             cls = ctx.enclosing_class(store.node)
             # A persistent buffer with a float32 copy beside it is what the fix leaves: the class reads the copy.
-            if not (store.as_buffer or store.parameter) or (cls, f"{store.name}_fp32") in float32_copies:
+            copy = (cls, store.name + rotary.FP32_COPY_SUFFIX)
+            if not (store.as_buffer or store.parameter) or copy in float32_copies:
                 continue
             if rotary.guarded(ctx, store):
                 continue

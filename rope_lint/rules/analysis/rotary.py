@@ -57,6 +57,8 @@ TABLE_NEEDLES = (
 # What every table needle holds, fewer and shorter: a search of a whole package for tables looks for these first.
 TABLE_NEEDLE_CORES = ("inv_freq", "cache", "_table")
 TABLE_TRIGGERS = tuple(needle.encode() for needle in TABLE_NEEDLES)
+# The rope codemod keeps a persistent table registered and computes from a float32 copy, `<table>_fp32`.
+FP32_COPY_SUFFIX = "_fp32"
 # Where a tensor is kept on a module under any name, and the words of the math that computes a table: a class
 # holding both may store a table under a name of its own (`angles`, `freqs_base_t`), and a function holding the
 # math may compute one for it.
@@ -647,7 +649,7 @@ def own_nodes(method: FunctionNode) -> Iterator[ast.AST]:
             pending.extend(ast.iter_child_nodes(node))
 
 
-def rewritable(ctx: FileContext, cls: ast.ClassDef | None) -> bool:
+def _rewritable(ctx: FileContext, cls: ast.ClassDef | None) -> bool:
     """Whether the rope codemod rewrites the tables of `cls` (a class of the file, or None outside every class), as far
     as the file tells: the RPL2xx rules offer its fix only then, and only where no other code reads the tables that
     the rewrite moves off the module (`moved_tables`)."""
@@ -656,9 +658,9 @@ def rewritable(ctx: FileContext, cls: ast.ClassDef | None) -> bool:
 
 def rope_class_fix(ctx: FileContext, cls: ast.ClassDef | None) -> Fix | None:
     """The RPL2xx fix of a finding in `cls` (None outside every class): the rope codemod's rewrite of the class, where
-    the file lets it move the class's tables (`rewritable`), resting on no other code reading them (`moved_tables`).
+    the file lets it move the class's tables (`_rewritable`), resting on no other code reading them (`moved_tables`).
     None in a file written for TorchScript, which could not script what the codemod writes."""
-    if ctx.derived(_written_for_torchscript) or not rewritable(ctx, cls):
+    if ctx.derived(_written_for_torchscript) or not _rewritable(ctx, cls):
         return None
     rewrite = ClassRewrite("rope_tables", cls.name if cls else None)
     return Fix(FixSafety.UNSAFE, rewrite, moves_tables=moved_tables(ctx, cls))
@@ -726,13 +728,13 @@ def stored_tables(cls: ast.ClassDef) -> frozenset[str]:
     for node in walk(cls):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and is_self_attribute(node):
             names.add(node.attr)
-        elif isinstance(node, ast.Call) and (_literal_name(node.args[0]) if node.args else None):
+        elif isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr == "register_buffer":
+            if isinstance(func, ast.Attribute) and func.attr == "register_buffer" and node.args:
                 names.add(_literal_name(node.args[0]))
             elif isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) == 3:
                 names.add(_literal_name(node.args[1]))
-    return frozenset(name for name in names if name and is_table_name(name) and not name.endswith("_fp32"))
+    return frozenset(name for name in names if name and is_table_name(name) and not name.endswith(FP32_COPY_SUFFIX))
 
 
 def table_stores(ctx: FileContext) -> list[TableStore]:
