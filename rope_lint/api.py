@@ -207,6 +207,7 @@ def fix(
     if verify:
         _require_torch()
     config, settings, given = _resolved(paths, options or Options())
+    settings.callers.resolves_table_reads = True  # the rope class fix is withheld where other code reads its tables
     with_origins, origin_roots = generated.with_origins(given, settings)
     # A link, or a file reached through a linked folder out of the paths given (or, for a transformers origin, out of
     # its package), is checked but never fixed, and said so: a fix writes nowhere it was not asked to.

@@ -1,12 +1,11 @@
 """The rope codemod moves a rotary class's tables off the module, and rewrites only its own class's reads of them: code
 elsewhere in the package that reads a table off the module (an attention layer that hands
 `self.rotary_emb.cos_sin_cache` to its kernel) would get a float32 CPU attribute instead of the buffer on the module's
-device. No class fix is offered where the package reads one (rope_lint/rules/analysis/table_reads.py), and the answer
-follows the other modules as they are now, through the result cache."""
+device. `fix` leaves the class where the package reads one (rope_lint/rules/analysis/table_reads.py); `check`, which
+reads one file, counts the fix as available."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,8 +16,10 @@ from helpers import rope_lint
 from rope_lint.codemods import rope_tables
 from rope_lint.codemods.codemod_file import CodemodFile
 
-from rope_lint.engine import LARGE_RUN, Settings, check_paths
+from rope_lint import api
+from rope_lint.engine import Settings, check_paths
 from rope_lint.rules import select_rules
+from rope_lint.rules.analysis import callers
 
 ROTARY = """import torch
 from torch import nn
@@ -92,18 +93,19 @@ def package(root: Path, modules: dict[str, str]) -> Path:
     return folder
 
 
-def class_fixes(folder: Path) -> list[bool]:
-    """Whether each RPL202 finding of the rotary module offers its class fix."""
-    found = check_paths([str(folder / "rotary.py")], Settings(select_rules(["RPL202"], []), str(folder.parent)))
-    assert found, "the table is flagged"
-    return [d.fix is not None for d in found]
+def class_fixed(folder: Path) -> bool:
+    """Whether `fix --unsafe-fixes` rewrites the rotary class (its one RPL202 finding)."""
+    report = api.fix([str(folder / "rotary.py")], api.Options(select=["RPL202"]), unsafe=True, diff=True)
+    assert len(report.fixed) + len(report.remaining) == 1, "the table is flagged"
+    assert bool(report.fixed) == ("rotary.py" in report.diff)
+    return bool(report.fixed)
 
 
 @pytest.mark.parametrize("how", READS)
-def test_a_class_fix_is_offered_only_where_no_other_code_reads_its_tables(tmp_path: Path, how: str) -> None:
+def test_the_class_is_fixed_only_where_no_other_code_reads_its_tables(tmp_path: Path, how: str) -> None:
     reader, changes = READS[how]
     folder = package(tmp_path, {"reader.py": reader})
-    assert class_fixes(folder) == [not changes]
+    assert class_fixed(folder) == (not changes)
     # The codemod, run alone as LibCST's tool runs it, asks the package too.
     rewritten = rope_tables.rewrite(cst.parse_module(ROTARY), CodemodFile(str(folder / "rotary.py")))
     assert (rewritten.code == ROTARY) == changes
@@ -129,24 +131,18 @@ def test_a_table_that_another_module_hands_to_a_kernel_stays_where_the_module_is
     assert out.device.type == "meta"
 
 
-def test_a_cached_check_answers_for_the_readers_as_they_are_now(tmp_path: Path) -> None:
-    """A large run caches each file's findings; a reader added in another module must still take the fix away, and
-    its removal give it back."""
-    (tmp_path / "pyproject.toml").write_text("[tool.rope-lint]\n")
-    fillers = {f"clean_{index:02}.py": "import torch\nx = torch.arange(4)\n" for index in range(LARGE_RUN)}
-    folder = package(tmp_path, fillers)
-
-    def fixes() -> list[bool]:
-        run = rope_lint("check", "--select", "RPL202", "--output-format", "json", ".", cwd=tmp_path)
-        assert run.returncode == 1, run.stdout + run.stderr
-        return [finding["fix"] is not None for finding in json.loads(run.stdout)]
-
-    assert fixes() == [True]
-    (folder / "attention.py").write_text(ATTENTION)
-    assert fixes() == [False]
-    (folder / "attention.py").unlink()
-    assert fixes() == [True]
-    assert (tmp_path / ".rope_lint_cache").is_dir()
+def test_a_check_reads_no_other_module_for_it_and_counts_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pre-commit check of one file must not read its whole package for every rotary class: `check` counts the
+    class fix as available, and `fix` (above) withholds it."""
+    folder = package(tmp_path, {"attention.py": ATTENTION})
+    read: list[str] = []
+    real = callers.read_regular
+    monkeypatch.setattr(callers, "read_regular", lambda path, *rest: read.append(path) or real(path, *rest))
+    found = check_paths([str(folder / "rotary.py")], Settings(select_rules(["RPL202"], []), str(tmp_path)))
+    assert [d.fix is not None for d in found] == [True]
+    assert read == []
 
 
 def test_the_tables_a_class_stores_are_found_in_every_way_it_stores_them() -> None:

@@ -38,9 +38,9 @@ class LowPrecisionRopeCache(Rule):
     ## Fix safety
     Unsafe, and made by the rope codemod on the whole class: the stored table's dtype changes to float32,
     and `forward` casts at the end instead. No fix for a class whose methods return tables without taking a
-    tensor (a sequence length, a shape): there is no device to move the table to, nor for a class whose tables
-    other code of the package reads off the module, nor for a table that the codemod does not know by name (see
-    RPL202).
+    tensor (a sequence length, a shape): there is no device to move the table to, nor for a table that the
+    codemod does not know by name; `fix` leaves a class whose tables other code of the package reads off the module
+    (see RPL202).
     """
 
     code = "RPL201"

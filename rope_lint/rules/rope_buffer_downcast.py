@@ -64,11 +64,13 @@ class RopeBufferDowncast(Rule):
     code returns (a buffer made again under `with torch.device(...)` after `to_empty()`, a forward that returns
     what construction computes): the codemod makes construction's tensors on the CPU, and that code would get them
     there. None for a class whose persistent table only makes room (`torch.empty(n)`, `torch.zeros(n)`) for the
-    values that a checkpoint brings: its float32 copy, made at construction, would never hold them. None where other
-    code of the package reads one of the class's tables off the module (an attention layer that hands
+    values that a checkpoint brings: its float32 copy, made at construction, would never hold them. `fix` leaves the
+    class where other code of the package reads one of its tables off the module (an attention layer that hands
     `self.rotary_emb.cos_sin_cache` to its kernel, a loader that asks `rotary_emb.inv_freq.is_meta`): it would get
     the float32 CPU attribute. Such code is told by the table's name, in any module of the package; a write into the
-    table, a read of its shape, a copy into another table and a read in the class's own methods do not count. None in
+    table, a read of its shape, a copy into another table and a read in the class's own methods do not count. `check`
+    does not read the rest of the package for this (a check of one file would read all of it), and counts the fix as
+    available; `fix` reports the class's findings as remaining. None in
     a file written for TorchScript (`torch.jit.Final`, `@torch.jit.ignore`, `torch.jit.is_scripting()`): the rewrite
     reads tables through a Python function that `torch.jit.script` cannot compile. No fix either for a table the
     codemod does not know by name (one found by its computation, its use or a name such as `freqs`), nor for a

@@ -11,9 +11,10 @@ nothing; any other use (the function passed as a value, a call at module level) 
 that no module of the package calls is left to code outside, which the rules do not see: not called at
 construction, as far as they know.
 
-The same package answers whether code outside a rotary class reads one of its tables off a module, which the rope
-codemod's rewrite would change (`table_reads`): only the modules that read an attribute of the table's name off
-something other than `self` or `cls` are parsed, around it.
+The same package answers, for `fix`, whether code outside a rotary class reads one of its tables off a module, which
+the rope codemod's rewrite would change (`table_reads`): only the modules that read an attribute of the table's name
+off something other than `self` or `cls` are parsed, around it. `check` does not ask: every rotary file of a
+transformers checkout would read the whole package, and a pre-commit check of one file took 3.5 times as long.
 
 Looked up by the engine after each file's check (`Diagnostic.rests_on_helpers`, `Fix.moves_tables`), so that a
 cached result never depends on another file. The result cache keeps a package's answers with a fingerprint of its
@@ -62,6 +63,9 @@ class PackageCallers:
         self._mentions: dict[tuple[str, str], list[str]] = {}
         self._wanted: set[tuple[str, str]] = set()
         self._tables_read: dict[tuple[str, str], bool] = {}  # by package and table, for every file of the package
+        # Whether a fix's moved tables are looked up (`fix` does), or the fix is left offered (`check`: a pre-commit
+        # check of one file would read its whole package).
+        self.resolves_table_reads = False
         self._readers: dict[str, dict[str, list[str]]] = {}  # by package: `_table_readers`
         # Answers of an earlier run by package: the fingerprint of the package's files then, and (path, name, answer)
         # rows (None in a run without a result cache); the fingerprints of this run's packages, taken before their
@@ -93,9 +97,10 @@ class PackageCallers:
     def standing(self, diagnostics: list[Diagnostic], source: str | None = None) -> list[Diagnostic]:
         """The findings that stand, resolved: a finding that rests on public helpers stands where another module of
         the package calls one of them at construction, or none calls them at all; for the rules that report code run
-        after construction, where neither holds. A fix that moves tables off the module is offered where no code of
-        the package reads one of them off a module (`table_read_elsewhere`). `source` is the text the findings are
-        of, where it may not be the file's (standard input, a fix not yet written)."""
+        after construction, where neither holds. In a run that `resolves_table_reads` (`fix`), a fix that moves
+        tables off the module is kept where no code of the package reads one of them off a module
+        (`table_read_elsewhere`). `source` is the text the findings are of, where it may not be the file's (standard
+        input, a fix not yet written)."""
         if source is not None and diagnostics:
             self._sources[os.path.abspath(diagnostics[0].path)] = source
         for d in diagnostics:
@@ -114,10 +119,11 @@ class PackageCallers:
         return called != (d.code in self._codes_standing_after)
 
     def _resolved(self, d: Diagnostic) -> Diagnostic:
-        """The finding without its helpers, and with its fix where the tables it moves are read nowhere else."""
+        """The finding without its helpers, and with its fix where the tables it moves are read nowhere else (or not
+        looked up: `resolves_table_reads`)."""
         fix = d.fix
         if fix and fix.moves_tables:
-            read = any(self.table_read_elsewhere(d.path, name) for name in fix.moves_tables)
+            read = self.resolves_table_reads and any(self.table_read_elsewhere(d.path, n) for n in fix.moves_tables)
             fix = None if read else fix._replace(moves_tables=())
         return d._replace(rests_on_helpers=(), fix=fix)
 
