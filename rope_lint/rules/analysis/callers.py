@@ -44,8 +44,8 @@ def _no_status_taken(absolute_path: str) -> None:
 
 
 class PackageCallers:
-    """The answers of one run, by file and helper or table; a module's text is read once however many helpers it
-    mentions, and once for every table."""
+    """The answers of one run, by file and helper, and by package and table; a module's text is read once however many
+    helpers it mentions, and once for every table."""
 
     def __init__(
         self, codes_standing_after_construction: frozenset[str] = frozenset(), listings: Listings | None = None
@@ -128,27 +128,36 @@ class PackageCallers:
         return d._replace(rests_on_helpers=(), fix=fix)
 
     def called_at_construction(self, path: str, name: str) -> bool:
-        return self._answer(os.path.abspath(path), name, self._look_up)
-
-    def table_read_elsewhere(self, path: str, name: str) -> bool:
-        """Whether code of the package reads the table `name` off a module from outside the class of `path` that
-        stores it, where the rope codemod would not rewrite the read (`table_reads`)."""
-        # Answers are kept by file and name, a table's as `.name`, which no helper's name is.
-        return self._answer(os.path.abspath(path), f".{name}", self._look_up_reads)
-
-    def _answer(self, path: str, key_name: str, look_up: Callable[[str, str], bool]) -> bool:
-        key = (path, key_name)
+        key = (os.path.abspath(path), name)
         if key not in self._answers and self._remembered is not None:
-            top = self._top(path)
+            top = self._top(key[0])
             if top not in self._fingerprints:
                 self._fingerprints[top] = self._fingerprint(top, self._status_taken)
                 self._answers.update(_answers_if_unchanged(self._remembered.get(top), self._fingerprints[top]))
         if key not in self._answers:
             self._answers[key] = False  # a cycle of helpers calling one another proves nothing more
-            self._answers[key] = look_up(*key)
+            self._answers[key] = self._look_up(*key)
             if self._remembered is not None:
-                self._looked_in.add(self._top(path))
+                self._looked_in.add(self._top(key[0]))
         return self._answers[key]
+
+    def table_read_elsewhere(self, path: str, name: str) -> bool:
+        """Whether code of the package reads the table `name` off a module from outside the class of `path` that
+        stores it, where the rope codemod would not rewrite the read (`table_reads`): the same answer for every file
+        of the package, found once a run. Only `fix` asks, and a fix keeps no result cache to remember it in."""
+        from rope_lint.rules.analysis import helper_uses, table_reads  # parses modules: a check never
+
+        top = self._top(os.path.abspath(path))
+        if (top, name) not in self._tables_read:
+            read = False
+            for module in self._table_readers(top).get(name, []):
+                ctx = helper_uses.parsed_around(module, (name,), self._sources.get(module))
+                # A module that does not parse may read it anywhere.
+                if ctx is False or (ctx is not None and table_reads.read_off_modules(ctx, name)):
+                    read = True
+                    break
+            self._tables_read[(top, name)] = read
+        return self._tables_read[(top, name)]
 
     def _fingerprint(self, top: str, status_taken: StatusTaken = _no_status_taken) -> str | None:
         """A digest of the package's files and their statuses (`status_signature`), those that `status_taken` knows
@@ -184,23 +193,6 @@ class PackageCallers:
             if found is None or any(self.called_at_construction(module, helper) for helper in set().union(*found)):
                 return True
         return False
-
-    def _look_up_reads(self, path: str, key_name: str) -> bool:
-        """Whether a module of the package reads the table off a module where the rope codemod would not rewrite the
-        read: the same answer for every file of the package, found once."""
-        from rope_lint.rules.analysis import helper_uses, table_reads  # parses modules: a warm check never
-
-        top, name = self._top(path), key_name[1:]
-        if (top, name) not in self._tables_read:
-            read = False
-            for module in self._table_readers(top).get(name, []):
-                ctx = helper_uses.parsed_around(module, (name,), self._sources.get(module))
-                # A module that does not parse may read it anywhere.
-                if ctx is False or (ctx is not None and table_reads.read_off_modules(ctx, name)):
-                    read = True
-                    break
-            self._tables_read[(top, name)] = read
-        return self._tables_read[(top, name)]
 
     def _table_readers(self, top: str) -> dict[str, list[str]]:
         """The package's modules that name an attribute like a table (`rotary.TABLE_NEEDLES`) off something other than
@@ -293,7 +285,7 @@ def _reaches(data: bytes, name: str) -> bool:
         end = start + len(needle)
         word = not _IDENTIFIER.match(data, end) and (start == 0 or not _IDENTIFIER.match(data, start - 1))
         if word and data[start - 1 : start] == b".":
-            if not data[max(0, start - 5) : start - 1].endswith((b"self", b"cls")):
+            if not _off_self(data, start - 1):
                 return True
         elif word:
             line_start = data.rfind(b"\n", 0, start) + 1
