@@ -19,7 +19,7 @@ from pathlib import Path
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 from rope_lint.engine import Settings, check_source
 from rope_lint.fix.names import ModuleNames
-from rope_lint.rules.analysis.rotary import is_table_name
+from rope_lint.rules.analysis.rotary import TABLE_NEEDLES, is_table_name
 from rope_lint.rules.payloads import ClassRewrite
 from rope_lint.transformers import banner, generated, import_layout
 
@@ -100,7 +100,13 @@ def carried_rewrites(path: Path, text: str, findings: list[Diagnostic]) -> list[
     keeps the table on the CPU, and the class generated from this one reads it through its copy on the input's
     device (`codemods/rope_tables.py`, step 5); regeneration copies the methods from here, so they must read it the
     same way. Not findings of their own: nothing is reported or counted for them."""
-    if not banner.is_modular_source(path) or (tree := generated.parsed_text(text)) is None:
+    # A class can only read a table whose name the text spells: a text without one is not parsed (a whole parse of a
+    # modular source costs milliseconds, and four in five hold no table).
+    if (
+        not banner.is_modular_source(path)
+        or not any(needle in text for needle in TABLE_NEEDLES)
+        or (tree := generated.parsed_text(text)) is None
+    ):
         return []
     rewritten = {d.fix.payload.class_name for d in findings if d.fix and isinstance(d.fix.payload, ClassRewrite)}
     carried = []
