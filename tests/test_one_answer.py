@@ -330,6 +330,82 @@ def test_a_region_the_fix_wrote_as_ruff_writes_it_costs_no_run_on_the_original(
     assert ruff_runs == ["format", "format"]  # the whole original's diff, then y's region in the fixed text
 
 
+@pytest.mark.parametrize(
+    ("original", "fixed", "original_runs"),
+    [
+        # x's line is all that ruff's diff of the whole original changes: y's statement, with the comment above it,
+        # is left as it is, so ruff would leave y's region of the original as it is, and is not asked.
+        (
+            "x = [1,2]\n\n\ndef f(a):\n    # why\n    y = a\n    return y\n",
+            "x = [1,2]\n\n\ndef f(a):\n    # why\n    y = ( a )\n    return y\n",
+            0,
+        ),
+        # The diff removes the blank lines above y's statement, which formatting y's region could remove too: asked.
+        (
+            "def f(a):\n\n\n\n    y = a\n    return y\n",
+            "def f(a):\n\n\n\n    y = ( a )\n    return y\n",
+            1,
+        ),
+        # The diff inserts blank lines right below the `return` statement (above the class): asked.
+        (
+            "def f(a):\n    y = a\n    return a\nclass C:\n    pass\n",
+            "def f(a):\n    y = a\n    return ( a )\nclass C:\n    pass\n",
+            1,
+        ),
+    ],
+)
+def test_a_region_in_a_statement_that_ruffs_diff_leaves_is_formatted_without_asking_ruff_about_the_original(
+    tmp_path: Path, ruff_runs: list[str], original: str, fixed: str, original_runs: int
+) -> None:
+    """Formatting a range formats its statements as formatting the whole file does: where ruff's diff of the whole
+    original changes none of the lines that formatting a region could change (`lines_formatted_with`: its innermost
+    statement, with the blank and comment lines around it), ruff would leave the region of the original as it is,
+    and is not asked. The text is the one that asking gives."""
+    from rope_lint.fix.formatting import formatted_like_original, lines_formatted_with
+    from rope_lint.rules.analysis.context import physical_lines
+
+    path = tmp_path / "x.py"
+    region = next((a, a + 1, a, a + 1) for a, line in enumerate(fixed.splitlines()) if "( a )" in line)
+    asking = formatted_like_original(path, original, fixed, [region])
+    assert ruff_runs == ["format", "format", "format"]  # the whole original's diff, the region, the original's region
+    around = lines_formatted_with(ast.parse(original), physical_lines(original), region[0], region[1])
+    assert around is not None
+    ruff_runs.clear()
+    known = formatted_like_original(path, original, fixed, [region], formatted_with={region[:2]: around})
+    assert known == asking
+    assert ruff_runs == ["format"] * (2 + original_runs)
+
+
+def test_the_lines_formatting_a_region_can_change_are_its_innermost_statements_with_its_comments() -> None:
+    from rope_lint.fix.formatting import lines_formatted_with
+    from rope_lint.rules.analysis.context import physical_lines
+
+    text = (
+        "import torch\n"  # 0
+        "\n"  # 1
+        "\n"  # 2
+        "@decorated\n"  # 3
+        "class C:\n"  # 4
+        "    def f(self, x):\n"  # 5
+        "        try:\n"  # 6
+        "            y = x\n"  # 7
+        "        except ValueError:\n"  # 8
+        "\n"  # 9
+        "            # a comment of its own\n"  # 10
+        "            y = (\n"  # 11
+        "                x\n"  # 12
+        "            )\n"  # 13
+        "\n"  # 14
+        "        return y\n"  # 15
+    )
+    tree, lines = ast.parse(text), physical_lines(text)
+    assert lines_formatted_with(tree, lines, 7, 8) == (7, 8)  # a statement of the `try` block
+    assert lines_formatted_with(tree, lines, 12, 13) == (9, 15)  # of a handler's block, with its comment and blanks
+    assert lines_formatted_with(tree, lines, 7, 12) == (6, 15)  # across blocks: the `try` statement
+    assert lines_formatted_with(tree, lines, 4, 5) == (1, 16)  # the class line: the class, decorator and blanks
+    assert lines_formatted_with(tree, lines, 0, 4) is None  # across top-level statements: none holds them
+
+
 def test_tidying_asks_ruff_about_the_original_only_where_the_fix_has_an_import_code(
     tmp_path: Path, ruff_runs: list[str]
 ) -> None:

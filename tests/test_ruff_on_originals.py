@@ -69,7 +69,7 @@ def test_one_run_each_answers_as_each_file_asked_alone(
         alone = ruff.run_on_text(command, whole, path, text, allowed=(0, 1))
         assert alone is not None
         assert (diffs[path] == "") is (alone == ""), path
-        assert formatting._removed_lines(diffs[path]) == formatting._removed_lines(alone), path
+        assert formatting._changed_lines(diffs[path]) == formatting._changed_lines(alone), path
         assert codes[path] == tidy._codes(command, Path(path), text), path
     named = {Path(path).name: path for path in paths}
     assert diffs[named["clean.py"]] == ""

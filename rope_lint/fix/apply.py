@@ -25,7 +25,7 @@ from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
 from rope_lint.files import SourceFile
-from rope_lint.fix.formatting import changed_regions, formatted_like_original, original_diffs
+from rope_lint.fix.formatting import changed_regions, formatted_like_original, lines_formatted_with, original_diffs
 from rope_lint.fix.names import ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied, original_codes
@@ -53,6 +53,8 @@ class FixResult:
     text: str
     applied: list[Diagnostic]
     regions: list[Region] = field(default_factory=list)  # what changed, for formatting the changed lines only
+    # The lines of the original that formatting each region's old lines can change at most (`lines_formatted_with`).
+    formatted_with: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,9 @@ def finished(
         # A formatted or tidied text is kept only if it compiles, and otherwise the text before it, if that does. The
         # draft is compiled only where ruff did not format it, or its formatting does not compile: ruff formats only
         # code that parses, and its formatting keeps the syntax tree, so the two compile alike.
-        formatted = formatted_like_original(path, source.text, result.text, result.regions, original.diff)
+        formatted = formatted_like_original(
+            path, source.text, result.text, result.regions, original.diff, result.formatted_with
+        )
         if formatted == result.text or compile_error(formatted) is not None:
             formatted = _compiled(result.text)
         text = _compiling_or(imports_tidied(path, source.text, formatted, original.import_codes), formatted)
@@ -393,7 +397,12 @@ def unverified_fixes(source: str, diagnostics: list[Diagnostic], package: Packag
         before = len(physical_lines(text))
         text, at = with_imports(text, names.imports)
         regions = _shifted(regions, at, len(physical_lines(text)) - before)
-    return FixResult(text, applied, regions)
+    formatted_with = {
+        (first, end): around
+        for first, end, _, _ in regions
+        if end > first and (around := lines_formatted_with(tree, lines, first, end)) is not None
+    }
+    return FixResult(text, applied, regions, formatted_with)
 
 
 def _shifted(regions: list[Region], at: int, added: int) -> list[Region]:

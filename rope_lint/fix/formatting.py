@@ -7,6 +7,7 @@ as it was, and every copy of a class gets the same result. Without ruff, the fix
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
 import re
@@ -17,11 +18,17 @@ from rope_lint.rules.analysis.context import physical_lines
 
 
 def formatted_like_original(
-    path: Path, original: str, fixed: str, regions: list[tuple[int, int, int, int]], original_diff: str | None = None
+    path: Path,
+    original: str,
+    fixed: str,
+    regions: list[tuple[int, int, int, int]],
+    original_diff: str | None = None,
+    formatted_with: dict[tuple[int, int], tuple[int, int]] | None = None,
 ) -> str:
     """`fixed` with its changed `regions` (old first, old end, new first, new end line indexes, ends exclusive)
     formatted by ruff where ruff leaves the original as it is. `original_diff` is ruff's diff of the original, where
-    it was asked already (`original_diffs`)."""
+    it was asked already (`original_diffs`). `formatted_with` gives, for a region's old lines (old first, old end),
+    the lines of the original that formatting them can change at most (`lines_formatted_with`), where known."""
     command = ruff.command()
     regions = [region for region in regions if region[1] > region[0] and region[3] > region[2]]
     if command is None or not regions or len(fixed) > ruff.LARGEST_TEXT:
@@ -34,23 +41,70 @@ def formatted_like_original(
         diff = ruff.run_on_text(command, arguments, path, original, allowed=(0, 1))  # 1: the text would change
     if diff == "":
         return _format_range(command, path, fixed, 1, len(physical_lines(fixed))) or fixed
-    reformatted = _removed_lines(diff or "")
+    reformatted, inserted = _changed_lines(diff or "")
     # From the bottom up, so that formatting a region moves no region still to do; past the first few, the rest stay
     # as the fix wrote them, since each region costs up to two runs over the whole text.
     for old_first, old_last, new_first, new_last in reversed(regions[-_MOST_REGIONS:]):
         # Where ruff would change the original here (a line of the region itself, or else one of the statements
         # around it, which formatting the region formats too), this project does not format like ruff. The region
         # of the original is formatted only where formatting changes the fixed text: most rewritten regions are
-        # written as ruff writes them already, and each run costs about 10 ms.
+        # written as ruff writes them already, and each run costs about 10 ms. Where the whole file's formatting
+        # changes none of the lines that formatting the region could change, ruff's answer for the region is known:
+        # formatting a range formats its statements as formatting the whole file does.
         if not reformatted.isdisjoint(range(old_first, old_last)):
             continue
         formatted = _format_range(command, path, fixed, new_first + 1, new_last)
-        if (
-            formatted not in (None, fixed)
-            and _format_range(command, path, original, old_first + 1, old_last) == original
+        around = (formatted_with or {}).get((old_first, old_last))
+        if formatted not in (None, fixed) and (
+            (around is not None and _left_alone(around, reformatted, inserted))
+            or _format_range(command, path, original, old_first + 1, old_last) == original
         ):
             fixed = formatted
     return fixed
+
+
+def lines_formatted_with(tree: ast.Module, lines: list[str], first: int, end: int) -> tuple[int, int] | None:
+    """The lines (0-based, end exclusive) of the text of `tree` and `lines` that `ruff format --range` of its lines
+    `first` to `end` can change at most: the innermost statement that holds them all, its decorators, and the blank and
+    comment lines around it, which ruff formats with the statement. None where no statement holds them."""
+    held = None
+    statements: list[ast.stmt] = tree.body
+    while True:
+        for statement in statements:
+            start = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]) - 1
+            if start <= first and end <= (statement.end_lineno or statement.lineno):
+                held = start, statement.end_lineno or statement.lineno
+                statements = _child_statements(statement)
+                break
+        else:
+            break
+    if held is None:
+        return None
+    low, high = held
+    while low > 0 and _blank_or_comment(lines[low - 1]):
+        low -= 1
+    while high < len(lines) and _blank_or_comment(lines[high]):
+        high += 1
+    return low, high
+
+
+def _child_statements(statement: ast.stmt) -> list[ast.stmt]:
+    """The statements of a compound statement's blocks: its body, `else` and `finally`, handlers and cases."""
+    blocks = [getattr(statement, name, []) for name in ("body", "orelse", "finalbody")]
+    blocks += [part.body for part in [*getattr(statement, "handlers", []), *getattr(statement, "cases", [])]]
+    return [child for block in blocks for child in block]
+
+
+def _blank_or_comment(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+def _left_alone(lines: tuple[int, int], changed: set[int], inserted: set[int]) -> bool:
+    """Whether a diff that changes the lines `changed` and inserts lines before each of `inserted` leaves the lines
+    `lines` (first, end) as they are, with nothing inserted among them or at their edges."""
+    first, end = lines
+    return changed.isdisjoint(range(first, end)) and not any(first <= at <= end for at in inserted)
 
 
 # Regions formatted one by one in a file that ruff would change elsewhere.
@@ -115,18 +169,21 @@ def _diff_end(lines: list[str], start: int) -> int | None:
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
-def _removed_lines(diff: str) -> set[int]:
-    """The indexes of the lines that a unified diff of one text changes or removes (ruff's `format --diff`)."""
-    removed, index = set(), 0
+def _changed_lines(diff: str) -> tuple[set[int], set[int]]:
+    """The indexes of the lines that a unified diff of one text changes or removes (ruff's `format --diff`), and of
+    the lines before which it inserts lines (the line count where it inserts at the end)."""
+    removed, inserted, index = set(), set(), 0
     for line in diff.split("\n")[2:]:  # below the two lines that name the file; a form feed splits no line
         if line.startswith("@@ "):  # `@@ -first,count +first,count @@`, 1-based
             index = int(line.split()[1][1:].split(",")[0]) - 1
         elif line.startswith("-"):
             removed.add(index)
             index += 1
+        elif line.startswith("+"):
+            inserted.add(index)
         elif line.startswith(" "):
             index += 1
-    return removed
+    return removed, inserted
 
 
 def changed_regions(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
