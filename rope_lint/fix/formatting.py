@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from rope_lint import ruff
-from rope_lint.rules.analysis.context import physical_lines
+from rope_lint.rules.analysis.context import child_statements, physical_lines
 
 
 def formatted_like_original(
@@ -42,6 +42,7 @@ def formatted_like_original(
     if diff == "":
         return _format_range(command, path, fixed, 1, len(physical_lines(fixed))) or fixed
     reformatted, inserted = _changed_lines(diff or "")
+    formatted_with = formatted_with or {}
     # From the bottom up, so that formatting a region moves no region still to do; past the first few, the rest stay
     # as the fix wrote them, since each region costs up to two runs over the whole text.
     for old_first, old_last, new_first, new_last in reversed(regions[-_MOST_REGIONS:]):
@@ -54,9 +55,8 @@ def formatted_like_original(
         if not reformatted.isdisjoint(range(old_first, old_last)):
             continue
         formatted = _format_range(command, path, fixed, new_first + 1, new_last)
-        around = (formatted_with or {}).get((old_first, old_last))
         if formatted not in (None, fixed) and (
-            (around is not None and _left_alone(around, reformatted, inserted))
+            _left_alone(formatted_with.get((old_first, old_last)), reformatted, inserted)
             or _format_range(command, path, original, old_first + 1, old_last) == original
         ):
             fixed = formatted
@@ -74,7 +74,7 @@ def lines_formatted_with(tree: ast.Module, lines: list[str], first: int, end: in
             start = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]) - 1
             if start <= first and end <= (statement.end_lineno or statement.lineno):
                 held = start, statement.end_lineno or statement.lineno
-                statements = _child_statements(statement)
+                statements = child_statements(statement)
                 break
         else:
             break
@@ -88,21 +88,16 @@ def lines_formatted_with(tree: ast.Module, lines: list[str], first: int, end: in
     return low, high
 
 
-def _child_statements(statement: ast.stmt) -> list[ast.stmt]:
-    """The statements of a compound statement's blocks: its body, `else` and `finally`, handlers and cases."""
-    blocks = [getattr(statement, name, []) for name in ("body", "orelse", "finalbody")]
-    blocks += [part.body for part in [*getattr(statement, "handlers", []), *getattr(statement, "cases", [])]]
-    return [child for block in blocks for child in block]
-
-
 def _blank_or_comment(line: str) -> bool:
     stripped = line.strip()
     return not stripped or stripped.startswith("#")
 
 
-def _left_alone(lines: tuple[int, int], changed: set[int], inserted: set[int]) -> bool:
+def _left_alone(lines: tuple[int, int] | None, changed: set[int], inserted: set[int]) -> bool:
     """Whether a diff that changes the lines `changed` and inserts lines before each of `inserted` leaves the lines
-    `lines` (first, end) as they are, with nothing inserted among them or at their edges."""
+    `lines` (first, end) as they are, with nothing inserted among them or at their edges; False for unknown lines."""
+    if lines is None:
+        return False
     first, end = lines
     return changed.isdisjoint(range(first, end)) and not any(first <= at <= end for at in inserted)
 

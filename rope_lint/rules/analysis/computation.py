@@ -33,7 +33,7 @@ import ast
 from collections import namedtuple
 from collections.abc import Callable, Iterable
 
-from rope_lint.rules.analysis.context import FunctionNode, is_self_attribute, walk
+from rope_lint.rules.analysis.context import FunctionNode, child_statements, is_self_attribute, walk
 
 ENUMERATION = "enumeration"
 ARGUMENT = "argument"
@@ -294,9 +294,7 @@ class _Flow:
                     self.facts(value)
                 elif isinstance(value, ast.withitem):
                     self._bind(value.optional_vars, self.facts(value.context_expr))
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            for child in _as_list(getattr(node, field, None)):
-                self._statements(child.body if isinstance(child, ast.excepthandler | ast.match_case) else [child])
+        self._statements(child_statements(node))
 
     def _bind(self, target: ast.expr | None, facts: Facts) -> None:
         if isinstance(target, ast.Name):

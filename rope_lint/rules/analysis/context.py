@@ -264,6 +264,14 @@ def walk(node: ast.AST) -> list[ast.AST]:
     return nodes
 
 
+def child_statements(statement: ast.stmt) -> list[ast.stmt]:
+    """The statements of a compound statement's blocks, in order: its body, `else` and `finally`, then the bodies of
+    its handlers and cases."""
+    blocks = [getattr(statement, name, []) for name in ("body", "orelse", "finalbody")]
+    blocks += [part.body for part in [*getattr(statement, "handlers", []), *getattr(statement, "cases", [])]]
+    return [child for block in blocks for child in block]
+
+
 # What a file written to be compiled with `torch.jit.script` uses, in its code or its comments.
 _TORCHSCRIPT_MARKS = (
     "jit.script", "jit.Final", "jit.ignore", "jit.unused", "jit.is_scripting", "jit.export", "jit.interface",
