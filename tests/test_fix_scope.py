@@ -258,3 +258,92 @@ def test_a_fix_makes_no_batched_visit_without_a_provider_to_batch(monkeypatch: p
         text = apply_fixes(original, found).text
         assert "logaddexp" in text and batches == expected, (batches, text)
         assert_same(results(original), results(text))
+
+
+# A class with findings in two of its statements, one of them over two lines: the lines LibCST is given for each.
+BY_STATEMENT = (
+    "import torch\n\n\nclass Model:\n    def untouched(self, spare):\n        return spare * 2\n\n"
+    "    def merged(self, a, b):\n        y = (a.exp() + b.exp()).log()  # merge\n        return y\n\n"
+    "    def shifted(self, x):\n        return torch.log(\n            1 + x\n        )\n"
+)
+
+
+def test_a_finding_in_a_statement_alone_on_its_lines_is_fixed_from_that_statement_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LibCST works out the position of every node it parses, at twice the cost of the parse: each simple statement
+    that holds findings is parsed alone, as the block of an `if` of its indentation, not the class around it."""
+    import libcst as cst
+
+    parsed: list[str] = []
+    parse_module = cst.parse_module
+
+    def spied(source: str, *rest: object) -> cst.Module:
+        parsed.append(source)
+        return parse_module(source, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cst, "parse_module", spied)
+    found = fixable(check_source("model.py", BY_STATEMENT, ALL_RULES), unsafe=True)
+    assert len(found) == 2
+    text = apply_fixes(BY_STATEMENT, found).text
+    assert parsed == [
+        "if 1:\n        return torch.log(\n            1 + x\n        )\n",
+        "if 1:\n        y = (a.exp() + b.exp()).log()  # merge\n",
+    ], parsed
+    assert "y = torch.logaddexp(a, b)  # merge\n" in text and "return torch.log1p(x)\n" in text, text
+
+
+@pytest.mark.parametrize(
+    ("original", "by_statement"),
+    [
+        (BY_STATEMENT, True),
+        (BY_STATEMENT.replace("\n", "\r\n"), True),
+        (BY_STATEMENT.replace("    ", "\t"), True),
+        ("import torch\n\ny = torch.log(1 + torch.ones(2))\n", True),
+        ("import torch\n\n\ndef f(x):\n    y = 1\n    return torch.log(1 + x)", True),  # no newline at the end
+        # A run of one line without an end, whose newline LibCST would choose: the run, whole.
+        ("import torch\n\ny = torch.log(1 + torch.ones(2))", False),
+        # Two statements on one line, a finding in a header, a finding that is a whole statement: the run, whole.
+        ("import torch\n\n\ndef f(x):\n    y = 1; return torch.log(1 + x)\n", False),
+        ("import torch\n\n\ndef f(x):\n    y = torch.log(1 + x); return y\n", False),
+        ("import torch\n\n\ndef f(xs):\n    for x in torch.log(1 + xs):\n        return x\n", False),
+        ("import torch\n\n\ndef f(x):\n    if x: return torch.log(1 + x)\n", False),
+        ("import torch\n\n\ndef f(x):\n    torch.log(1 + x)\n", False),
+        ("def merge(lse, block_lse):\n    lse.exp_()\n    lse.add_(block_lse.exp())\n    lse.log_()\n", False),
+        # A fix that needs the scopes: the run, whole, with them.
+        ("import torch\n\n\ndef f(a, b, torch=None):\n    return (a.exp() + b.exp()).log()\n", False),
+    ],
+    ids=[
+        "class", "crlf", "tabs", "module level", "no final newline", "one line without an end",
+        "second on its line", "first on its line", "header", "after a header", "whole statement",
+        "run of statements", "scopes",
+    ],
+)  # fmt: skip
+def test_a_fix_statement_by_statement_writes_what_the_fix_of_the_whole_run_writes(
+    monkeypatch: pytest.MonkeyPatch, original: str, by_statement: bool
+) -> None:
+    """Where each finding lies in a simple statement alone on its lines, the fix parses those statements alone, and
+    writes what it writes parsing the whole run of statements; elsewhere it parses the whole run, as before."""
+    from rope_lint.fix import apply
+
+    found = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
+    assert found
+    taken: list[bool] = []
+    statement_by_statement = apply._fixed_statement_by_statement
+
+    def spied(*args: object) -> object:
+        try:
+            result = statement_by_statement(*args)  # type: ignore[arg-type]
+        except apply.ScopeNeeded:
+            taken.append(False)
+            raise
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(apply, "_fixed_statement_by_statement", spied)
+    fixed = apply_fixes(original, found)
+    monkeypatch.setattr(apply, "_fixed_statement_by_statement", lambda *args: None)
+    whole = apply_fixes(original, found)
+    assert taken == [by_statement]
+    assert fixed.text == whole.text and fixed.text != original, fixed.text
+    assert fixed.applied == whole.applied and fixed.regions == whole.regions

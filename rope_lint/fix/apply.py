@@ -11,6 +11,7 @@ import bisect
 import dataclasses
 import difflib
 import os
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -32,7 +33,7 @@ from rope_lint.fix.tidy import imports_tidied, original_codes
 from rope_lint.fix.write import write_atomically
 from rope_lint.rules import rule_class
 from rope_lint.rules.analysis.callers import PackageCallers
-from rope_lint.rules.analysis.context import physical_lines
+from rope_lint.rules.analysis.context import child_statements, physical_lines
 from rope_lint.rules.edits import Transformer
 from rope_lint.rules.payloads import ClassRewrite
 from rope_lint.transformers import banner, generated
@@ -498,19 +499,24 @@ def _fix_chunk(
     after `line_offset` lines."""
     # Findings whose fix is a codemod over their whole class (the RPL2xx family) are fixed after the others.
     codemod_fixes = [d for d in diagnostics if d.fix is not None and isinstance(d.fix.payload, ClassRewrite)]
-    by_range: dict[Range, list[Diagnostic]] = {}
-    for diagnostic in diagnostics:
-        if diagnostic in codemod_fixes:
-            continue
-        key = (
-            (diagnostic.start.line - line_offset, diagnostic.start.column),
-            (diagnostic.end.line - line_offset, diagnostic.end.column),
-        )
-        by_range.setdefault(key, []).append(diagnostic)
-    fixed = cst.parse_module(chunk)
+    in_place = [d for d in diagnostics if d not in codemod_fixes]
     applied: list[Diagnostic] = []
-    if by_range:
-        fixed, applied = _fixed_in_place(fixed, by_range, names)
+    scopes_needed = False
+    if in_place:
+        try:
+            by_statement = _fixed_statement_by_statement(chunk, in_place, line_offset, names, tree)
+        except ScopeNeeded:
+            by_statement, scopes_needed = None, True
+        if by_statement is not None:
+            (chunk, applied), in_place = by_statement, []
+    if not in_place and not codemod_fixes:
+        return chunk, applied
+    fixed = cst.parse_module(chunk)
+    if in_place:
+        by_range: dict[Range, list[Diagnostic]] = {}
+        for diagnostic in in_place:
+            by_range.setdefault(_shifted_range(diagnostic, line_offset), []).append(diagnostic)
+        fixed, applied = _fixed_in_place(fixed, by_range, names, scopes_needed)
     if codemod_fixes:
         from rope_lint.codemods import apply_codemods
 
@@ -523,11 +529,99 @@ def _fix_chunk(
     return lost + fixed.code.lstrip("\x0c"), applied + codemod_fixes
 
 
+def _shifted_range(diagnostic: Diagnostic, line_offset: int) -> Range:
+    """The finding's range in a text that starts after `line_offset` lines of its file."""
+    start, end = diagnostic.start, diagnostic.end
+    return (start.line - line_offset, start.column), (end.line - line_offset, end.column)
+
+
+def _fixed_statement_by_statement(
+    chunk: str, diagnostics: list[Diagnostic], line_offset: int, names: ModuleNames, tree: ast.Module
+) -> tuple[str, list[Diagnostic]] | None:
+    """The run of statements `chunk`, which starts after `line_offset` lines of the file of `tree`, with the findings'
+    in-place fixes applied and the findings fixed, each simple statement that holds some parsed and fixed on its own.
+    LibCST works out the position of every node it parses, at twice the cost of the parse, and a run is mostly a
+    whole class for findings in a few of its lines. None where a finding is not inside a simple statement alone on its
+    lines: the run is then fixed whole. Raises `ScopeNeeded` where a fix needs the scopes, which only the whole run
+    has."""
+    lines = physical_lines(chunk)
+    newline = lines[0][len(lines[0].rstrip("\r\n")) :]
+    held: dict[ast.stmt, list[Diagnostic]] = {}
+    for diagnostic in diagnostics:
+        statement = _simple_statement_holding(tree.body, diagnostic)
+        if not newline or statement is None or not _alone_on_its_lines(statement, lines, line_offset, diagnostic):
+            return None
+        held.setdefault(statement, []).append(diagnostic)
+    applied: list[Diagnostic] = []
+    for statement in sorted(held, key=lambda statement: statement.lineno, reverse=True):  # lines above stay put
+        first, end = statement.lineno - 1 - line_offset, (statement.end_lineno or statement.lineno) - line_offset
+        # An indented statement is parsed as the block of an `if` of its indentation, its lines as they are; the
+        # header ends as the run's first line does, which is the newline LibCST writes for the run.
+        header = f"if 1:{newline}" if lines[first][:1] in (" ", "\t") else ""
+        offset = line_offset + first - (1 if header else 0)
+        by_range: dict[Range, list[Diagnostic]] = {}
+        for diagnostic in held[statement]:
+            by_range.setdefault(_shifted_range(diagnostic, offset), []).append(diagnostic)
+        module, fixed_here = _visited(
+            cst.parse_module(header + "".join(lines[first:end])), _FixTransformer(by_range, names)
+        )
+        lines[first:end] = [module.code[len(header) :]]
+        applied[:0] = fixed_here  # in the order of the text, as a visit of the run finds them
+    return "".join(lines), applied
+
+
+def _simple_statement_holding(statements: list[ast.stmt], diagnostic: Diagnostic) -> ast.stmt | None:
+    """The simple statement among `statements` and the blocks within them whose lines hold the finding's; None where
+    the finding lies in a compound statement's header or decorators, or more than one statement holds its lines."""
+    while True:
+        holding = [
+            statement
+            for statement in statements
+            if _first_line(statement) <= diagnostic.start.line <= diagnostic.end.line <= (statement.end_lineno or 0)
+        ]
+        if len(holding) != 1:
+            return None
+        children = child_statements(holding[0])
+        if not children:
+            return holding[0]
+        statements = children
+
+
+def _first_line(statement: ast.stmt) -> int:
+    return min([statement.lineno, *(decorator.lineno for decorator in getattr(statement, "decorator_list", ()))])
+
+
+def _alone_on_its_lines(statement: ast.stmt, lines: list[str], line_offset: int, diagnostic: Diagnostic) -> bool:
+    """Whether `statement` (of the file whose `lines` after `line_offset` are given) has its lines to itself, with
+    nothing before it on its first line and nothing but a comment after it on its last, and the finding lies inside
+    it rather than being all of it (a fix of a whole run of statements may move the comments above it)."""
+    first, end = statement.lineno - 1 - line_offset, (statement.end_lineno or statement.lineno) - line_offset
+    if first < 0 or end > len(lines):
+        return False
+    own = lines[first:end]
+    indent = len(own[0]) - len(own[0].lstrip(" \t"))
+    after = own[-1].encode("utf-8", "surrogatepass")[statement.end_col_offset or 0 :].decode("utf-8", "surrogatepass")
+    whole = diagnostic.start == (statement.lineno, indent) and diagnostic.end.line == statement.end_lineno
+    return (
+        statement.col_offset == indent
+        and _NOTHING_BUT_A_COMMENT.fullmatch(after) is not None
+        and not any("\x0c" in line for line in own)  # LibCST drops a form feed that starts a module
+        and not whole
+    )
+
+
+# What may follow a statement on its last line, where no other statement shares it.
+_NOTHING_BUT_A_COMMENT = re.compile(r"[ \t]*(#[^\r\n]*)?(\r\n|\r|\n)?")
+
+
 def _fixed_in_place(
-    module: cst.Module, by_range: dict[Range, list[Diagnostic]], names: ModuleNames
+    module: cst.Module, by_range: dict[Range, list[Diagnostic]], names: ModuleNames, scopes_needed: bool = False
 ) -> tuple[cst.Module, list[Diagnostic]]:
-    """The findings' fixes applied to a run of statements, and the findings fixed. Without working out scopes first:
-    they cost more than the fixes, and only a module name that a scope of the file binds needs them (`ScopeNeeded`)."""
+    """The findings' fixes applied to a run of statements, and the findings fixed. Without working out scopes first,
+    unless they are known to be needed: they cost more than the fixes, and only a module name that a scope of the
+    file binds needs them (`ScopeNeeded`)."""
+    if scopes_needed:
+        return _visited(module, _ScopedFixTransformer(by_range, names))
     try:
         return _visited(module, _FixTransformer(dict(by_range), names))
     except ScopeNeeded:
