@@ -347,3 +347,33 @@ def test_a_fix_statement_by_statement_writes_what_the_fix_of_the_whole_run_write
     assert taken == [by_statement]
     assert fixed.text == whole.text and fixed.text != original, fixed.text
     assert fixed.applied == whole.applied and fixed.regions == whole.regions
+
+
+def test_what_a_file_binds_below_module_level_is_read_only_when_a_fix_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fix that writes a module name walks the file's tree once for what it binds; a file whose fixes are all class
+    codemods never does. The text's identifiers are read only for a fresh alias."""
+    from rope_lint.fix import names
+
+    walked: list[int] = []
+    spelled: list[int] = []
+    walk, identifier = names.walk, names._IDENTIFIER
+
+    class Spelled:
+        def findall(self, text: str) -> list[str]:
+            spelled.append(len(text))
+            return identifier.findall(text)
+
+    monkeypatch.setattr(names, "walk", lambda tree: walked.append(1) or walk(tree))
+    monkeypatch.setattr(names, "_IDENTIFIER", Spelled())
+    codemods_only = (REPO / "fixtures" / "hazards" / "rotary_meta_init.py").read_text()
+    for original, walks, aliased in [
+        ("import torch\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n", 1, False),
+        ("torch = None\n\n\ndef f(a, b):\n    return (a.exp() + b.exp()).log()\n", 1, True),
+        (codemods_only, 0, False),
+    ]:
+        walked.clear()
+        spelled.clear()
+        found = fixable(check_source("model.py", original, ALL_RULES), unsafe=True)
+        text = apply_fixes(original, found).text
+        assert text != original and len(walked) == walks and bool(spelled) is aliased, (walked, spelled, text)
+        assert ("import torch as _torch" in text) is aliased, text

@@ -11,8 +11,10 @@ placed by `with_imports`, below any `__future__` import and the module docstring
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import Counter
+from typing import NamedTuple
 
 import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope, Scope
@@ -23,21 +25,45 @@ from rope_lint.rules.analysis.context import physical_lines, walk
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+class _Bindings(NamedTuple):
+    """What a file binds anywhere, read in one walk of its tree."""
+
+    meant: dict[str, str]  # the module each imported name means, the last import winning
+    redirected: set[str]  # names a function or comprehension may rebind in a scope it does not own: `global`, `:=`
+    bound: Counter[str]  # how often each name is bound anywhere: more than at module level means a scope binds it
+
+
 class ScopeNeeded(Exception):
     """A fix applied without scopes wrote a module name that a scope of the file binds: apply it again with them."""
 
 
 class ModuleNames:
-    """What one file binds, read once from its stdlib syntax tree, and the imports its fixes need."""
+    """What one file binds, read from its stdlib syntax tree, and the imports its fixes need. What the file binds below
+    module level is read when a fix first asks: a file whose fixes are all class codemods never does."""
 
     def __init__(self, source: str, tree: ast.Module) -> None:
-        # Detection reads the file's imports wherever they are, the last one winning: what a fix's name was meant to be.
-        self.meant: dict[str, str] = {}
-        # Names a function or comprehension may rebind in a scope it does not own: a `global`, `nonlocal` or `:=`.
-        self.redirected: set[str] = set()
+        self._source, self._tree = source, tree
+        # Every module-level binding of a name: the module an import binds it to, or None for any other binding.
+        self.module_level: dict[str, list[str | None]] = {}
+        for statement in tree.body:
+            for name, qualified in _module_level_bindings(statement):
+                self.module_level.setdefault(name, []).append(qualified)
+        self._aliases: dict[str, str] = {}
+        self.imports: set[tuple[str, str | None]] = set()  # (module, alias or None) to add
+
+    @property
+    def meant(self) -> dict[str, str]:
+        """The module each imported name means. Detection reads the file's imports wherever they are, the last one
+        winning: what a fix's name was meant to be."""
+        return self._anywhere.meant
+
+    @functools.cached_property
+    def _anywhere(self) -> _Bindings:
+        meant: dict[str, str] = {}
+        redirected: set[str] = set()
         bound: list[str] = []
         # Tested by exact type, a set lookup: a parsed tree's nodes are of the `ast` classes themselves.
-        for node in walk(tree):
+        for node in walk(self._tree):
             kind = type(node)
             if kind is ast.Name:  # most nodes: one test for them (a name read binds nothing)
                 if type(node.ctx) is not ast.Load:
@@ -47,21 +73,17 @@ class ModuleNames:
                 if kind is ast.Import or kind is ast.ImportFrom:
                     for name, qualified in _import_bindings(node):
                         if qualified is not None:
-                            self.meant[name] = qualified
+                            meant[name] = qualified
             elif kind is ast.Global or kind is ast.Nonlocal:
-                self.redirected.update(node.names)
+                redirected.update(node.names)
             elif kind is ast.NamedExpr and isinstance(node.target, ast.Name):
-                self.redirected.add(node.target.id)
-        # How often each name is bound anywhere: more often than at module level means a scope of the file binds it.
-        self._bound = Counter(bound)
-        # Every module-level binding of a name: the module an import binds it to, or None for any other binding.
-        self.module_level: dict[str, list[str | None]] = {}
-        for statement in tree.body:
-            for name, qualified in _module_level_bindings(statement):
-                self.module_level.setdefault(name, []).append(qualified)
-        self._taken = set(_IDENTIFIER.findall(source))
-        self._aliases: dict[str, str] = {}
-        self.imports: set[tuple[str, str | None]] = set()  # (module, alias or None) to add
+                redirected.add(node.target.id)
+        return _Bindings(meant, redirected, Counter(bound))
+
+    @functools.cached_property
+    def _taken(self) -> set[str]:
+        """Every identifier the text spells: what a fresh alias must not be."""
+        return set(_IDENTIFIER.findall(self._source))
 
     def resolved(
         self,
@@ -81,7 +103,7 @@ class ModuleNames:
             meant = self.meant.get(name.value, name.value if name.value == adds else None)
             if meant is None:
                 continue  # not a module name: an operand the fix rebuilt
-            if not scopes_known and self._bound[name.value] > len(self.module_level.get(name.value, [])):
+            if not scopes_known and self._anywhere.bound[name.value] > len(self.module_level.get(name.value, [])):
                 raise ScopeNeeded(name.value)
             reach = self._reach(name.value, meant, scope)
             if reach == "module" and not self.module_level.get(name.value):
@@ -96,7 +118,7 @@ class ModuleNames:
     def _reach(self, name: str, meant: str, scope: Scope | None) -> str | None:
         """How `name` reaches the module `meant` from `scope`: "local" through an import of an enclosing function,
         "module" at module level (where it may still have to be imported), None where it does not."""
-        if name in self.redirected:
+        if name in self._anywhere.redirected:
             return None
         current, innermost = scope, True
         while current is not None and not isinstance(current, GlobalScope):
