@@ -367,3 +367,24 @@ def test_the_import_layout_parses_a_text_once_for_its_reads_and_its_heads_go_wit
     assert len(parses) == 2 and import_layout._head.cache_info().currsize == 2
     release_caches()
     assert import_layout._head.cache_info().currsize == 0
+
+
+def test_an_origins_imports_are_read_only_where_a_twins_fix_is_spelled_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each origin of a generated file's fixes is checked for their twins; what its imported names mean, which takes
+    a whole parse of it, only where a twin's fix is spelled otherwise: delta's (its generated file imports more), not
+    gamma's, whose twins are spelled alike."""
+    from rope_lint.fix import origins
+
+    package = tree(tmp_path)
+    names = {path.read_text(): path.relative_to(package).as_posix() for path in package.rglob("*.py")}
+    checked: list[str] = []
+    meant: list[str] = []
+    check_source, meanings = origins.check_source, origins._meanings
+    monkeypatch.setattr(origins, "check_source", lambda *args: checked.append(names[args[1]]) or check_source(*args))
+    monkeypatch.setattr(origins, "_meanings", lambda text, tree: meant.append(names[text]) or meanings(text, tree))
+    report = api.fix([str(package)], unsafe=True)
+    assert not report.failures, report.failures
+    assert sorted(checked) == ["models/delta/modular_delta.py", "models/gamma/modular_gamma.py"], checked
+    assert sorted(meant) == ["models/delta/modeling_delta.py", "models/delta/modular_delta.py"], meant

@@ -33,7 +33,7 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
     is not generated, a class codemod (which rewrites every copy alike), or a finding without a match."""
     if banner.modular_source(path, text) is None:
         return findings
-    origins: dict[str, tuple[list[Diagnostic], dict[str, str]]] = {}
+    origins: dict[str, list[Diagnostic]] = {}
     here: dict[str, str] | None = None  # what the file's imported names mean
     lines = generated.text_lines(text)
     result = []
@@ -47,7 +47,7 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
             continue
         if found.path not in origins and len(origins) < _CACHED_ORIGINS:
             origins[found.path] = _checked_origin(found.path, generated.file_text(found.path), settings)
-        checked, there = origins.get(found.path, ([], None))
+        checked = origins.get(found.path, [])
         origin_lines = generated.text_lines(generated.file_text(found.path))
         shift = _indent(origin_lines[found.line - 1]) - _indent(lines[finding.start.line - 1])
         twin = next(
@@ -60,8 +60,9 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
             ),
             None,
         )
-        if twin is not None and twin.fix != fix and there is not None:
+        if twin is not None and twin.fix != fix:
             here = here or _meanings(text, generated.parsed_text(text))
+            there = _meanings_of_origin(generated.file_text(found.path))
             same_meaning = all(here.get(name) == there.get(name) for name in _roots(twin.fix.payload))
             # Only a difference of spelling: a twin found by its text in another model's class may be other code
             # (a `dim` proven integral here and not there, so rewritten otherwise).
@@ -75,10 +76,16 @@ def spelled_as_origins(path: Path, text: str, findings: list[Diagnostic], settin
 # once in a process, not once for every file copied from it. Keyed on the text, as `generated.parsed_text` is; its
 # findings are only read. `release_caches` empties it.
 @lru_cache(maxsize=64)
-def _checked_origin(path: str, text: str, settings: Settings) -> tuple[list[Diagnostic], dict[str, str]]:
-    """The origin's findings, and what its imported names mean."""
-    tree = generated.parsed_text(text)
-    return (check_source(path, text, settings) if tree else []), _meanings(text, tree)
+def _checked_origin(path: str, text: str, settings: Settings) -> list[Diagnostic]:
+    """The origin's findings."""
+    return check_source(path, text, settings)
+
+
+# What an origin's imported names mean: read only where a twin's fix is spelled otherwise, which few are, since it
+# parses the whole origin. Keyed on the text, as `_checked_origin` is.
+@lru_cache(maxsize=16)
+def _meanings_of_origin(text: str) -> dict[str, str]:
+    return _meanings(text, generated.parsed_text(text))
 
 
 def _meanings(text: str, tree: ast.Module | None) -> dict[str, str]:
@@ -89,6 +96,7 @@ def release_caches() -> None:
     """Drop the checked origins and the syntax trees that `generated` and the import layout keep: after a fix's map
     and its layout they are not read again."""
     _checked_origin.cache_clear()
+    _meanings_of_origin.cache_clear()
     generated.release_caches()
     import_layout.release_cache()
 
