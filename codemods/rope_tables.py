@@ -477,7 +477,7 @@ def with_table_on_device(text: str) -> tuple[str, int, int]:
     if user is None:
         return text, 0, 0
     lines = text.splitlines(keepends=True)
-    at = min([user.lineno, *(decorator.lineno for decorator in getattr(user, "decorator_list", []))]) - 1
+    at = candidates.first_line(user) - 1
     while at > 0 and lines[at - 1].lstrip().startswith("#"):
         at -= 1
     newline = "\r\n" if lines[0].endswith("\r\n") else "\n"

@@ -31,6 +31,7 @@ from rope_lint.fix.names import ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied, original_codes
 from rope_lint.fix.write import write_atomically
+from rope_lint.prefilter.candidates import first_line
 from rope_lint.rules import rule_class
 from rope_lint.rules.analysis.callers import PackageCallers
 from rope_lint.rules.analysis.context import child_statements, physical_lines
@@ -446,8 +447,7 @@ def _statement_runs(
     """
     starts, ends = [], []
     for statement in tree.body:
-        decorators = getattr(statement, "decorator_list", [])
-        starts.append(min([statement.lineno, *(decorator.lineno for decorator in decorators)]))
+        starts.append(first_line(statement))
         ends.append(statement.end_lineno or statement.lineno)
     runs: list[tuple[int, int, Diagnostic]] = []
     for diagnostic in diagnostics:
@@ -505,7 +505,7 @@ def _fix_chunk(
     if in_place:
         try:
             by_statement = _fixed_statement_by_statement(chunk, in_place, line_offset, names, tree)
-        except ScopeNeeded:
+        except ScopeNeeded:  # the scopes are worked out over the whole run, at once
             by_statement, scopes_needed = None, True
         if by_statement is not None:
             (chunk, applied), in_place = by_statement, []
@@ -577,7 +577,7 @@ def _simple_statement_holding(statements: list[ast.stmt], diagnostic: Diagnostic
         holding = [
             statement
             for statement in statements
-            if _first_line(statement) <= diagnostic.start.line <= diagnostic.end.line <= (statement.end_lineno or 0)
+            if first_line(statement) <= diagnostic.start.line <= diagnostic.end.line <= (statement.end_lineno or 0)
         ]
         if len(holding) != 1:
             return None
@@ -585,10 +585,6 @@ def _simple_statement_holding(statements: list[ast.stmt], diagnostic: Diagnostic
         if not children:
             return holding[0]
         statements = children
-
-
-def _first_line(statement: ast.stmt) -> int:
-    return min([statement.lineno, *(decorator.lineno for decorator in getattr(statement, "decorator_list", ()))])
 
 
 def _alone_on_its_lines(statement: ast.stmt, lines: list[str], line_offset: int, diagnostic: Diagnostic) -> bool:

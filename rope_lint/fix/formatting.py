@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from rope_lint import ruff
+from rope_lint.prefilter.candidates import first_line
 from rope_lint.rules.analysis.context import child_statements, physical_lines
 
 
@@ -71,7 +72,7 @@ def lines_formatted_with(tree: ast.Module, lines: list[str], first: int, end: in
     statements: list[ast.stmt] = tree.body
     while True:
         for statement in statements:
-            start = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]) - 1
+            start = first_line(statement) - 1
             if start <= first and end <= (statement.end_lineno or statement.lineno):
                 held = start, statement.end_lineno or statement.lineno
                 statements = child_statements(statement)

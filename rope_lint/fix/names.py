@@ -19,7 +19,7 @@ from typing import NamedTuple
 import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope, Scope
 
-from rope_lint.prefilter.candidates import parse_outline
+from rope_lint.prefilter.candidates import first_line, parse_outline
 from rope_lint.rules.analysis.context import physical_lines, walk
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -164,8 +164,7 @@ def with_imports(text: str, imports: set[tuple[str, str | None]]) -> tuple[str, 
     if index > 0:
         at = body[index - 1].end_lineno or body[index - 1].lineno
     elif body:
-        first = body[0]
-        at = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", []))]) - 1
+        at = first_line(body[0]) - 1
     else:
         at = len(lines)
     if 0 < at <= len(lines) and not lines[at - 1].endswith(("\n", "\r")):

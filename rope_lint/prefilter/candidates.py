@@ -352,7 +352,7 @@ def _last_code_line(source: bytes, strings: list[int], begin: int, end: int) -> 
 def _cut_as_expected(tree: ast.Module, passes: dict[int, int]) -> bool:
     """Whether each cut definition parsed with its `pass` as its whole body, where it was put."""
     for statement in tree.body:
-        line = passes.get(_first_line(statement))
+        line = passes.get(first_line(statement))
         if line is not None:
             body = getattr(statement, "body", None)
             if not (isinstance(statement, _DEFINITION_NODES) and body and len(body) == 1):
@@ -512,7 +512,7 @@ def _after_decorators(source: bytes, start: int, end: int, indent: bytes = b"") 
 
 def _members_as_expected(tree: ast.Module, expected: _Expected) -> bool:
     for statement in tree.body:
-        members = expected.get(_first_line(statement))
+        members = expected.get(first_line(statement))
         if members is not None and not (
             isinstance(statement, ast.ClassDef) and _first_lines(statement.body) == members
         ):
@@ -521,7 +521,7 @@ def _members_as_expected(tree: ast.Module, expected: _Expected) -> bool:
 
 
 def _first_lines(statements: list[ast.stmt]) -> set[int]:
-    return {_first_line(statement) for statement in statements}
+    return {first_line(statement) for statement in statements}
 
 
 def _triple_quoted_spans(occurrences: Occurrences) -> list[int] | None:
@@ -549,8 +549,8 @@ def _triple_quoted_spans(occurrences: Occurrences) -> list[int] | None:
     return None if opening is not None else bounds
 
 
-def _first_line(statement: ast.stmt) -> int:
-    """Where a statement's text begins: a decorated definition's line is that of its `def`, not its decorator."""
+def first_line(statement: ast.stmt) -> int:
+    """Where a statement's text begins: a decorated definition's line is that of its first decorator, not its `def`."""
     decorators = getattr(statement, "decorator_list", [])
     return min([statement.lineno, *(decorator.lineno for decorator in decorators)])
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from torch import nn
 
+from rope_lint.prefilter.candidates import first_line
 from rope_lint.probe.build import describe
 from rope_lint.rules.analysis import computation, rotary
 from rope_lint.rules.analysis.context import FunctionNode, physical_lines
@@ -195,8 +196,7 @@ class _Definitions:
                     self.classes[prefix + node.name] = node
                     pending.append((f"{prefix}{node.name}.", node))
                 elif isinstance(node, FunctionNode):
-                    first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
-                    self.functions[first] = node
+                    self.functions[first_line(node)] = node
                     pending.append((f"{prefix}{node.name}.<locals>.", node))
 
 

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
+from rope_lint.prefilter.candidates import first_line
 from rope_lint.transformers import banner, generated
 
 
@@ -63,11 +64,11 @@ def converter_gap(generated_text: str, modular_text: str) -> int | None:
     if tree is None or not tree.body or not here:
         return None
     lines = modular_text.splitlines()
-    first_statement = _first_line(tree.body[0])
+    first_statement = first_line(tree.body[0])
     header_blank = _blank_above(lines, first_statement - 1)
     for node in _imports(tree):
         if _key(node) & here:
-            line = _first_line(node)
+            line = first_line(node)
             return header_blank + (0 if line == first_statement else _blank_above(lines, line - 1))
     return None
 
@@ -96,7 +97,7 @@ def _key(node: ast.Import | ast.ImportFrom) -> set[tuple[str, int, str]]:
 
 def _first_import(text: str) -> int | None:
     imports = _imports(_head(text))
-    return _first_line(imports[0]) if imports else None
+    return first_line(imports[0]) if imports else None
 
 
 # A top-level definition, and a top-level import, by the start of its line.
@@ -123,11 +124,6 @@ def _head(text: str) -> ast.Module | None:
 def release_cache() -> None:
     """Drop the heads kept for the layout of a fix's files: not read again, and a whole tree each, for some."""
     _head.cache_clear()
-
-
-def _first_line(node: ast.stmt) -> int:
-    decorators = getattr(node, "decorator_list", [])
-    return min([node.lineno, *(decorator.lineno for decorator in decorators)])
 
 
 def _blank_above(lines: list[str], index: int) -> int:

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
 from rope_lint.engine import map_files
+from rope_lint.prefilter.candidates import first_line
 from rope_lint.rules.analysis.context import is_self_attribute, walk
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
 from rope_lint.transformers import banner, generated
@@ -89,7 +90,7 @@ def outline(text: str) -> Outline | None:
     definitions: dict[str, Span] = {}
     for node in tree.body:
         if isinstance(node, generated.DEFINITIONS) and node.name not in definitions:
-            first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+            first = first_line(node)
             bases = (
                 tuple(b.id for b in node.bases if isinstance(b, ast.Name)) if isinstance(node, ast.ClassDef) else None
             )
