@@ -34,7 +34,7 @@ from rope_lint.fix.write import write_atomically
 from rope_lint.prefilter.candidates import first_line
 from rope_lint.rules import rule_class
 from rope_lint.rules.analysis.callers import PackageCallers
-from rope_lint.rules.analysis.context import child_statements, physical_lines
+from rope_lint.rules.analysis.context import child_statements, physical_lines, statements_holding
 from rope_lint.rules.edits import Transformer
 from rope_lint.rules.payloads import ClassRewrite
 from rope_lint.transformers import banner, generated
@@ -548,7 +548,7 @@ def _fixed_statement_by_statement(
     newline = lines[0][len(lines[0].rstrip("\r\n")) :]
     held: dict[ast.stmt, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
-        statement = _simple_statement_holding(tree.body, diagnostic)
+        statement = _simple_statement_holding(tree, diagnostic)
         if not newline or statement is None or not _alone_on_its_lines(statement, lines, line_offset, diagnostic):
             return None
         held.setdefault(statement, []).append(diagnostic)
@@ -570,21 +570,13 @@ def _fixed_statement_by_statement(
     return "".join(lines), applied
 
 
-def _simple_statement_holding(statements: list[ast.stmt], diagnostic: Diagnostic) -> ast.stmt | None:
-    """The simple statement among `statements` and the blocks within them whose lines hold the finding's; None where
-    the finding lies in a compound statement's header or decorators, or more than one statement holds its lines."""
-    while True:
-        holding = [
-            statement
-            for statement in statements
-            if first_line(statement) <= diagnostic.start.line <= diagnostic.end.line <= (statement.end_lineno or 0)
-        ]
-        if len(holding) != 1:
-            return None
-        children = child_statements(holding[0])
-        if not children:
-            return holding[0]
-        statements = children
+def _simple_statement_holding(tree: ast.Module, diagnostic: Diagnostic) -> ast.stmt | None:
+    """The simple statement of `tree` whose lines hold the finding's; None where the finding lies in a compound
+    statement's header or decorators, or more than one statement holds its lines."""
+    levels = list(statements_holding(tree.body, diagnostic.start.line, diagnostic.end.line))
+    if not levels or any(len(holding) != 1 for holding in levels) or child_statements(levels[-1][0]):
+        return None
+    return levels[-1][0]
 
 
 def _alone_on_its_lines(statement: ast.stmt, lines: list[str], line_offset: int, diagnostic: Diagnostic) -> bool:

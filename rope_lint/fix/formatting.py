@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rope_lint import ruff
 from rope_lint.prefilter.candidates import first_line
-from rope_lint.rules.analysis.context import child_statements, physical_lines
+from rope_lint.rules.analysis.context import physical_lines, statements_holding
 
 
 def formatted_like_original(
@@ -68,20 +68,12 @@ def lines_formatted_with(tree: ast.Module, lines: list[str], first: int, end: in
     """The lines (0-based, end exclusive) of the text of `tree` and `lines` that `ruff format --range` of its lines
     `first` to `end` can change at most: the innermost statement that holds them all, its decorators, and the blank and
     comment lines around it, which ruff formats with the statement. None where no statement holds them."""
-    held = None
-    statements: list[ast.stmt] = tree.body
-    while True:
-        for statement in statements:
-            start = first_line(statement) - 1
-            if start <= first and end <= (statement.end_lineno or statement.lineno):
-                held = start, statement.end_lineno or statement.lineno
-                statements = child_statements(statement)
-                break
-        else:
-            break
-    if held is None:
+    innermost = None
+    for holding in statements_holding(tree.body, first + 1, end):
+        innermost = holding[0]  # on a line of `;` statements, the first: ruff formats that line with it
+    if innermost is None:
         return None
-    low, high = held
+    low, high = first_line(innermost) - 1, innermost.end_lineno or innermost.lineno
     while low > 0 and _blank_or_comment(lines[low - 1]):
         low -= 1
     while high < len(lines) and _blank_or_comment(lines[high]):
@@ -193,7 +185,7 @@ def changed_regions(old: list[str], new: list[str]) -> list[tuple[int, int, int,
     ]
 
 
-def _format_range(command: list[str], path: Path, text: str, first_line: int, last_line: int) -> str | None:
+def _format_range(command: list[str], path: Path, text: str, first: int, last: int) -> str | None:
     # A range `A-B` ends at the start of line B, so the end is the line after the last: `A-A` would format nothing.
-    lines = f"{first_line}-{last_line + 1}"
+    lines = f"{first}-{last + 1}"
     return ruff.run_on_text(command, ["format", "--quiet", "--range", lines], path, text) or None

@@ -272,6 +272,18 @@ def child_statements(statement: ast.stmt) -> list[ast.stmt]:
     return [child for block in blocks for child in block]
 
 
+def statements_holding(statements: list[ast.stmt], first: int, last: int) -> Iterator[list[ast.stmt]]:
+    """Block by block from `statements` in: the statements whose lines, decorators included, hold lines `first` to
+    `last` (1-based), each block that of the first of them; none past the innermost block that holds them."""
+    while holding := [
+        statement
+        for statement in statements
+        if candidates.first_line(statement) <= first and last <= (statement.end_lineno or statement.lineno)
+    ]:
+        yield holding
+        statements = child_statements(holding[0])
+
+
 # What a file written to be compiled with `torch.jit.script` uses, in its code or its comments.
 _TORCHSCRIPT_MARKS = (
     "jit.script", "jit.Final", "jit.ignore", "jit.unused", "jit.is_scripting", "jit.export", "jit.interface",
