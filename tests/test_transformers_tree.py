@@ -303,6 +303,28 @@ def test_a_copy_the_fix_left_alone_is_read_once_for_the_tree_before_and_after(
     assert reads.count(str(copy.resolve())) == 1
 
 
+def test_a_file_without_a_copy_is_read_once_for_the_tree_before_and_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most of a package holds no copy comment: the checker of the tree after a fix knows those files from the reading
+    that the checker of the tree before did through it, and neither decodes them."""
+    package = small_tree(tmp_path)
+    source, plain = package / "models" / "llama" / "modeling_llama.py", package / "models" / "plain.py"
+    plain.write_text("import torch\n\nSCALE = torch.ones(2)\n")
+    source.write_text(SOURCE.replace("self.dim = dim", "self.dim = 2 * dim"))
+    reads: list[str] = []
+
+    def counted(path: str, limit: int, **options: Any) -> bytes:
+        reads.append(str(path))
+        return read_regular(path, limit, **options)
+
+    monkeypatch.setattr(copies, "read_regular", counted)
+    checked, found = copies.diverged_by_fix({source.resolve(): SOURCE})
+    assert (checked, [finding.code for finding in found]) == (1, ["RPL904"])
+    assert reads.count(str(plain.resolve())) == 1
+    assert reads.count(str((package / "__init__.py").resolve())) == 1
+
+
 def only_copy(package: Path) -> object:
     """Why the one copy of the small tree differs from its source, or None."""
     checker = CopyChecker(package)

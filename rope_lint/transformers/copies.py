@@ -8,6 +8,7 @@ the groups it touched and reports any that it made diverge (`COPY_DIVERGED`).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -58,12 +59,18 @@ class CopyChecker:
         self.root = root.resolve()
         self._lines: dict[Path, list[str] | None] = {path: physical_lines(text) for path, text in (texts or {}).items()}
         self._disk = disk
+        self._without_copies: set[Path] = set()  # files on disk read once and found without a copy comment
+
+    @functools.cached_property
+    def _files(self) -> list[Path]:
+        """The package's Python files, listed once for this checker and the one before a fix that reads through it."""
+        return self._disk._files if self._disk is not None else sorted(self.root.rglob("*.py"))
 
     def copies(self) -> list[Copy]:
         """Every copy comment in the package."""
         found: list[Copy] = []
-        for path in sorted(self.root.rglob("*.py")):
-            for number, line in enumerate(self._read(path, needed="Copied from") or []):
+        for path in self._files:
+            for number, line in enumerate(self._read(path, copies_only=True) or []):
                 if "Copied from" not in line:
                     continue
                 match = _COPY_COMMENT.search(line)
@@ -144,18 +151,23 @@ class CopyChecker:
         start = index - 1
         return lines, start, _block_end(lines, start, indent)
 
-    def _read(self, path: Path, needed: str | None = None) -> list[str] | None:
-        """The file's lines, cached; with `needed`, None for a file whose text lacks it, and not cached: most of a
-        package has no copy, and its lines held by both checkers of a fix took 85 MB."""
+    def _read(self, path: Path, copies_only: bool = False) -> list[str] | None:
+        """The file's lines, cached; with `copies_only`, None for a file without a copy comment, whose lines are not
+        kept (most of a package has no copy, and its lines held by both checkers of a fix took 85 MB) and whose bytes
+        are not read again for the next checker that asks."""
         if path not in self._lines and self._disk is not None:
-            return self._disk._read(path, needed)
+            return self._disk._read(path, copies_only)
         if path not in self._lines:
+            if copies_only and path in self._without_copies:
+                return None
             try:
-                text = read_regular(path, SOURCE_LIMIT).decode("utf-8")
+                data = read_regular(path, SOURCE_LIMIT)
+                if copies_only and b"Copied from" not in data:
+                    self._without_copies.add(path)
+                    return None
+                text = data.decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 self._lines[path] = None
-                return None
-            if needed is not None and needed not in text:
                 return None
             self._lines[path] = physical_lines(text)
         return self._lines[path]
