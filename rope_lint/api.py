@@ -25,7 +25,7 @@ from rope_lint import TYPE_CHECKING, progress
 from rope_lint.config import Config, ConfigError, load, load_file
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import LARGE_RUN, Settings, check_file, check_paths, check_source, map_files
-from rope_lint.files import Excludes, discover
+from rope_lint.files import Excludes, discover, resolve_afresh
 from rope_lint.output import Report
 from rope_lint.rules import UnknownCodeError, matches, select_rules, validate_selectors
 
@@ -290,6 +290,7 @@ _TEXT_SETTINGS: dict[tuple[tuple[str, ...], tuple[str, ...], bool], Settings] = 
 def _resolved(paths: Sequence[str], options: Options) -> tuple[Config, Settings, list[str]]:
     """The configuration of `options.config`, else the one found from the first path, with the options in place of
     what they give; the engine's settings from it; and the files to read."""
+    resolve_afresh()  # a folder may have become a link since a run before this one in the process
     try:
         config = load(_first(paths)) if options.config is None else load_file(options.config)
         for key in ("select", "ignore", "exclude"):

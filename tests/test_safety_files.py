@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import rope_lint
 
-from rope_lint import api
+from rope_lint import api, files
 from rope_lint.cache import FOLDER
 from rope_lint.engine import LARGE_RUN
 
@@ -82,6 +82,39 @@ class LlamaScaler(torch.nn.Module):
         super().__init__()
         self.t = torch.arange(4096, dtype=torch.float32)
 """
+
+
+def test_a_path_resolves_as_realpath_resolves_it_and_a_run_resolves_its_folders_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`files.resolved` keeps each folder's resolution for the run; every path gives what `os.path.realpath` gives:
+    through a linked folder, a linked file, a path that climbs out of a link, a relative one."""
+    real, elsewhere = tmp_path / "real", tmp_path / "elsewhere"
+    (real / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    (real / "sub" / "a.py").write_text("")
+    (elsewhere / "b.py").write_text("")
+    (tmp_path / "linked").symlink_to(real)
+    (real / "sub" / "link.py").symlink_to(elsewhere / "b.py")
+    monkeypatch.chdir(real)
+    paths = [
+        real / "sub" / "a.py",
+        tmp_path / "linked" / "sub" / "a.py",
+        real / "sub" / "link.py",
+        f"{tmp_path}/linked/../elsewhere/b.py",
+        "sub/a.py",
+        "sub/../sub/link.py",
+    ]
+    for path in paths:
+        assert files.resolved(path) == os.path.realpath(path), path
+    # A folder that becomes a link between two runs: the second run resolves it again.
+    moved = tmp_path / "moved"
+    (tmp_path / "linked").unlink()
+    (tmp_path / "linked").symlink_to(moved)
+    (moved / "sub").mkdir(parents=True)
+    (moved / "sub" / "a.py").write_text("")
+    api.check([str(moved / "sub" / "a.py")])
+    assert files.resolved(tmp_path / "linked" / "sub" / "a.py") == str(moved / "sub" / "a.py")
 
 
 def test_a_modular_import_that_climbs_out_of_the_package_edits_nothing_out_of_it(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from rope_lint import ruff
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
-from rope_lint.files import SourceFile
+from rope_lint.files import SourceFile, resolved
 from rope_lint.fix.formatting import changed_regions, formatted_like_original, lines_formatted_with, original_diffs
 from rope_lint.fix.names import ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
@@ -232,24 +232,24 @@ def with_converter_import_layout(outcomes: list[FileFixOutcome], diff_only: bool
     from rope_lint.transformers.import_layout import generated_files, laid_out
 
     outcomes = list(outcomes)
-    index = {os.path.realpath(outcome.path): number for number, outcome in enumerate(outcomes)}
+    index = {resolved(outcome.path): number for number, outcome in enumerate(outcomes)}
     modulars = set()
     for outcome in outcomes:
         if outcome.held is not None:
             path, text = outcome.path, outcome.held.source.text
             is_modular = banner.is_modular_source(path)
-            modulars.add(os.path.realpath(path) if is_modular else banner.modular_source(path, text))
+            modulars.add(resolved(path) if is_modular else banner.modular_source(path, text))
 
     def texts(path: str) -> tuple[str, str]:
         """A file's text before and after the held fix."""
-        number = index.get(os.path.realpath(path))
+        number = index.get(resolved(path))
         held = outcomes[number].held if number is not None else None
         return (held.source.text, held.text) if held is not None else (generated.file_text(path),) * 2
 
     for modular in sorted(filter(None, modulars)):
         modular_before, modular_after = texts(modular)
         for path in generated_files(modular):
-            number = index.get(os.path.realpath(path))
+            number = index.get(resolved(path))
             if number is None:  # not among the files of this run: never written
                 continue
             generated_before, generated_after = texts(path)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.files import SOURCE_LIMIT, read_regular
+from rope_lint.files import SOURCE_LIMIT, read_regular, resolved
 
 if TYPE_CHECKING:
     from rope_lint.files import FilePath
@@ -38,7 +38,7 @@ def modular_source(path: FilePath, text: str) -> str | None:
     match = re.search(_BANNER, text[:_BANNER_SPAN])
     if match is None:
         return None
-    candidate = os.path.join(os.path.dirname(os.path.realpath(path)), os.path.basename(match.group(1)))
+    candidate = os.path.join(os.path.dirname(resolved(path)), os.path.basename(match.group(1)))
     return candidate if os.path.isfile(candidate) else None
 
 

@@ -9,14 +9,13 @@ the groups it touched and reports any that it made diverge (`COPY_DIVERGED`).
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from rope_lint import ruff
 from rope_lint.diagnostics import COPY_DIVERGED, Diagnostic, Position
-from rope_lint.files import SOURCE_LIMIT, read_regular
+from rope_lint.files import SOURCE_LIMIT, read_regular, resolved
 from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.transformers import generated
 
@@ -45,7 +44,7 @@ class Divergence:
 
 def package_root(path: Path) -> Path | None:
     """The `transformers` package folder that `path` lies in (a checkout's `src/transformers` or an unpacked wheel)."""
-    root = generated.package_root(os.path.realpath(path))
+    root = generated.package_root(resolved(path))
     return None if root is None else Path(root)
 
 

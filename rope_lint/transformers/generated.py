@@ -21,7 +21,7 @@ from functools import lru_cache
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
-from rope_lint.files import SOURCE_LIMIT, Excludes, discover, read_regular
+from rope_lint.files import SOURCE_LIMIT, Excludes, discover, read_regular, resolved
 from rope_lint.prefilter.candidates import parse_outline
 from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.transformers.banner import generated_text, is_modular_source, modular_source
@@ -331,4 +331,4 @@ def _folders_above(path: str) -> list[str]:
 def _real(path: FilePath) -> str:
     """The path with links resolved; a symlink loop does not raise (it is read later and reported as an RPL901
     finding)."""
-    return os.path.realpath(path)
+    return resolved(path)

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
+from rope_lint.files import resolved
 from rope_lint.prefilter.candidates import first_line
 from rope_lint.transformers import banner, generated
 
@@ -31,7 +32,7 @@ def generated_files(modular: str) -> Iterator[str]:
         path = os.path.join(folder, name)
         if name.endswith(".py") and not banner.is_modular_source(name) and os.path.isfile(path):
             text = generated.file_text(path)
-            if banner.modular_source(path, text) == os.path.realpath(modular):
+            if banner.modular_source(path, text) == resolved(modular):
                 yield path
 
 

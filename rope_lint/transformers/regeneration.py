@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
 from rope_lint.engine import map_files
+from rope_lint.files import resolved
 from rope_lint.prefilter.candidates import first_line
 from rope_lint.rules.analysis.context import is_self_attribute, walk
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
@@ -125,7 +126,7 @@ class TreeView:
 
     def _real(self, path: str) -> str:
         if path not in self._real_paths:
-            self._real_paths[path] = os.path.realpath(path)
+            self._real_paths[path] = resolved(path)
         return self._real_paths[path]
 
     def text(self, path: str) -> str:
@@ -207,9 +208,9 @@ def checked_outcomes(texts: Sequence[tuple[str, str, str]], drop: Callable[[set[
     """Check the fix of each (path, before, after), and drop the fixes of every group that breaks regeneration with
     `drop(paths, reason)`, until what is left breaks nothing: dropping a parent model's fix can break a child that
     followed it. The findings of every violation found, each once."""
-    before = {os.path.realpath(path): old for path, old, _ in texts}
-    after = {os.path.realpath(path): new for path, _, new in texts}
-    shown = {os.path.realpath(path): path for path, _, _ in texts}
+    before = {resolved(path): old for path, old, _ in texts}
+    after = {resolved(path): new for path, _, new in texts}
+    shown = {resolved(path): path for path, _, _ in texts}
     found: dict[Violation, None] = {}
     while violated := violations(before, after):
         found.update(dict.fromkeys(violated))
