@@ -143,7 +143,7 @@ class Excludes:
     def __call__(self, path: FilePath) -> bool:
         if not self.patterns:
             return False
-        real, root = os.path.realpath(path), os.path.realpath(self.root)
+        real, root = resolved(path), resolved(self.root)
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             relative = os.path.relpath(real, root)
         else:
