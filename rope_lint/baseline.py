@@ -18,6 +18,7 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
 from rope_lint.engine import read
 from rope_lint.files import read_regular
+from rope_lint.rules.analysis.context import physical_lines
 
 if TYPE_CHECKING:
     from rope_lint.files import FilePath
@@ -94,7 +95,9 @@ class _Snippets:
     def __call__(self, diagnostic: Diagnostic) -> str:
         if diagnostic.path not in self._lines:
             source = read(Path(diagnostic.path))
-            self._lines[diagnostic.path] = [] if isinstance(source, Diagnostic) else source.text.splitlines()
+            # Lines as Python numbers them: `str.splitlines` also breaks at a form feed.
+            lines = [] if isinstance(source, Diagnostic) else physical_lines(source.text)
+            self._lines[diagnostic.path] = [line.rstrip("\r\n") for line in lines]
         lines = self._lines[diagnostic.path][diagnostic.start.line - 1 : diagnostic.end.line]
         if not lines:
             return ""

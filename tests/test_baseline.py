@@ -38,6 +38,19 @@ def test_baseline_survives_lines_shifted_above_a_finding(tmp_path: Path) -> None
     assert "RPL101" not in result.stdout
 
 
+def test_baseline_reads_a_findings_snippet_from_its_own_line_past_a_form_feed(tmp_path: Path) -> None:
+    """A form feed is whitespace to Python and a line break to `str.splitlines`: the snippet is the finding's own code,
+    so a change of the line above it leaves the finding known."""
+    model = tmp_path / "model.py"
+    model.write_text("import torch\n\x0c\nx = 1\n" + FLOAT_ARANGE)
+    assert rope_lint("baseline", "model.py", "-o", "base.json", cwd=tmp_path).returncode == 0
+    [entry] = json.loads((tmp_path / "base.json").read_text())["findings"]
+    assert entry["snippet"] == "torch.arange(4096, dtype=torch.float32)"
+    model.write_text("import torch\n\x0c\nx = 2\n" + FLOAT_ARANGE)
+    result = rope_lint("check", "--baseline", "base.json", "--output-format", "json", "model.py", cwd=tmp_path)
+    assert (result.returncode, _codes_and_lines(result.stdout)) == (0, [])
+
+
 def test_baseline_counts_identical_findings(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("import torch\n" + FLOAT_ARANGE)
     assert rope_lint("baseline", "a.py", "-o", "base.json", cwd=tmp_path).returncode == 0
