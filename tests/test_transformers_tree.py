@@ -283,13 +283,10 @@ def test_a_fix_of_the_whole_group_keeps_it_and_counts_it(tmp_path: Path) -> None
     assert "2  RPL101  [*] float-arange\n2 files changed, 1 copy group checked." in result.stdout
 
 
-def test_a_copy_the_fix_left_alone_is_read_once_for_the_tree_before_and_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The checkers of the tree before and after a fix share the files it did not change: each is read and held once
-    (two checkers of transformers 5.24.0 each holding every copy raised the fix's peak by 17 MiB)."""
-    package = small_tree(tmp_path)
-    source, copy = package / "models" / "llama" / "modeling_llama.py", package / "models" / "foo" / "modeling_foo.py"
+def reads_checking_a_fix_of_the_source(package: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files that the checkers of the small tree before and after a fix of its source alone read, in order; the
+    fix makes the one copy diverge."""
+    source = package / "models" / "llama" / "modeling_llama.py"
     source.write_text(SOURCE.replace("self.dim = dim", "self.dim = 2 * dim"))  # as a fix of the source alone would
     reads: list[str] = []
 
@@ -300,7 +297,17 @@ def test_a_copy_the_fix_left_alone_is_read_once_for_the_tree_before_and_after(
     monkeypatch.setattr(copies, "read_regular", counted)
     checked, found = copies.diverged_by_fix({source.resolve(): SOURCE})
     assert (checked, [finding.code for finding in found]) == (1, ["RPL904"])
-    assert reads.count(str(copy.resolve())) == 1
+    return reads
+
+
+def test_a_copy_the_fix_left_alone_is_read_once_for_the_tree_before_and_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkers of the tree before and after a fix share the files it did not change: each is read and held once
+    (two checkers of transformers 5.24.0 each holding every copy raised the fix's peak by 17 MiB)."""
+    package = small_tree(tmp_path)
+    reads = reads_checking_a_fix_of_the_source(package, monkeypatch)
+    assert reads.count(str((package / "models" / "foo" / "modeling_foo.py").resolve())) == 1
 
 
 def test_a_file_without_a_copy_is_read_once_for_the_tree_before_and_after(
@@ -309,18 +316,9 @@ def test_a_file_without_a_copy_is_read_once_for_the_tree_before_and_after(
     """Most of a package holds no copy comment: the checker of the tree after a fix knows those files from the reading
     that the checker of the tree before did through it, and neither decodes them."""
     package = small_tree(tmp_path)
-    source, plain = package / "models" / "llama" / "modeling_llama.py", package / "models" / "plain.py"
+    plain = package / "models" / "plain.py"
     plain.write_text("import torch\n\nSCALE = torch.ones(2)\n")
-    source.write_text(SOURCE.replace("self.dim = dim", "self.dim = 2 * dim"))
-    reads: list[str] = []
-
-    def counted(path: str, limit: int, **options: Any) -> bytes:
-        reads.append(str(path))
-        return read_regular(path, limit, **options)
-
-    monkeypatch.setattr(copies, "read_regular", counted)
-    checked, found = copies.diverged_by_fix({source.resolve(): SOURCE})
-    assert (checked, [finding.code for finding in found]) == (1, ["RPL904"])
+    reads = reads_checking_a_fix_of_the_source(package, monkeypatch)
     assert reads.count(str(plain.resolve())) == 1
     assert reads.count(str((package / "__init__.py").resolve())) == 1
 
