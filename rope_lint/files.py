@@ -107,7 +107,8 @@ def status_signature(path: FilePath) -> list[int] | None:
 def resolved(path: FilePath) -> str:
     """`os.path.realpath(path)`, the folder above the file resolved once a run (`resolve_afresh`): `realpath` asks the
     system about every folder above a file, for each of a tree's thousands of files (0.2 s a fix of the transformers
-    5.24.0 package waited for). A file that is a link itself, and a path that climbs (`..`), are resolved whole."""
+    5.24.0 package waited for). A file that is a link itself, and a path that climbs (`..`), are resolved whole. A
+    link loop does not raise: the file is read later, and reported as an RPL901 finding."""
     spelled = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(spelled))
     if name in ("", ".", "..") or ".." in spelled.split(os.sep) or os.path.islink(spelled):

@@ -29,7 +29,7 @@ class _Bindings(NamedTuple):
     """What a file binds anywhere, read in one walk of its tree."""
 
     meant: dict[str, str]  # the module each imported name means, the last import winning
-    redirected: set[str]  # names a function or comprehension may rebind in a scope it does not own: `global`, `:=`
+    redirected: set[str]  # names rebound in a scope that does not own them: `global`, `nonlocal`, `:=`
     bound: Counter[str]  # how often each name is bound anywhere: more than at module level means a scope binds it
 
 

@@ -99,7 +99,7 @@ def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePa
     come from, so that a fix edits them all and a regeneration gives the edited file; and the folders those lie in,
     under which a fix may write too. Only files of the generated file's transformers package are added (or, outside
     one, its modular source beside it): a crafted import that climbs out of the package adds nothing."""
-    seen = {_real(path) for path in files}
+    seen = {resolved(path) for path in files}
     extra: list[FilePath] = []
     roots: set[str] = set()
     complete: dict[str, bool] = {}  # by package: whether `files` holds all of it, so that nothing can be added
@@ -110,9 +110,9 @@ def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePa
         modular = modular_source(path, text) if text else None
         if text is None or modular is None:
             continue
-        root = package_root(_real(path)) or os.path.dirname(_real(path))
+        root = package_root(resolved(path)) or os.path.dirname(resolved(path))
         if root not in complete:
-            complete[root] = all(_real(module) in seen for module in discover([root], Excludes([], root)))
+            complete[root] = all(resolved(module) in seen for module in discover([root], Excludes([], root)))
         if complete[root]:
             continue  # a whole tree: its origins are among the files already, and checking it to find them is waste
         origins = {modular}
@@ -120,7 +120,7 @@ def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePa
             found = origin(path, text, finding.start.line)
             origins |= {found.path, *found.via} if found else set()
         for source in sorted(origins):
-            real = _real(source)
+            real = resolved(source)
             if real not in seen and _within(real, root):
                 seen.add(real)
                 extra.append(source)
@@ -326,9 +326,3 @@ def _folders_above(path: str) -> list[str]:
     while os.path.dirname(folders[-1]) != folders[-1]:
         folders.append(os.path.dirname(folders[-1]))
     return folders
-
-
-def _real(path: FilePath) -> str:
-    """The path with links resolved; a symlink loop does not raise (it is read later and reported as an RPL901
-    finding)."""
-    return resolved(path)
