@@ -32,9 +32,11 @@ from rope_lint.rules import UnknownCodeError, matches, select_rules, validate_se
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from rope_lint.cache import ResultCache
     from rope_lint.files import FilePath
     from rope_lint.output.baseline_report import BaselineReport
     from rope_lint.output.fix_report import FixReport
+    from rope_lint.transformers.generated import OriginNotes
 
 __all__ = ["Options", "Report", "RunError", "check", "check_text", "fix", "write_baseline"]
 
@@ -94,23 +96,29 @@ def check(
     finding in a file transformers generates from a modular source names, in its message, the source (or parent
     model) it comes from. Raises `RunError`.
     """
-    findings = _findings(*_resolved(paths, options or Options()), cache, show_progress)
-    # Imported only when asked for: a plain check (a pre-commit run) pays for neither.
-    if baseline is not None:
-        from rope_lint.baseline import BaselineError, new_findings
+    config, settings, files = _resolved(paths, options or Options())
+    results = _result_cache(config, settings, files, cache)
+    try:
+        findings = _findings(config, settings, files, results, show_progress)
+        # Imported only when asked for: a plain check (a pre-commit run) pays for neither.
+        if baseline is not None:
+            from rope_lint.baseline import BaselineError, new_findings
 
-        try:
-            findings = new_findings(findings, baseline)
-        except BaselineError as error:
-            raise RunError(str(error)) from error
-    if diff_base is not None:
-        from rope_lint.gitdiff import GitDiffError, on_changed_lines
+            try:
+                findings = new_findings(findings, baseline)
+            except BaselineError as error:
+                raise RunError(str(error)) from error
+        if diff_base is not None:
+            from rope_lint.gitdiff import GitDiffError, on_changed_lines
 
-        try:
-            findings = on_changed_lines(findings, diff_base, _repository_folder(_first(paths)))
-        except GitDiffError as error:
-            raise RunError(str(error)) from error
-    findings = _with_origins_named(findings)
+            try:
+                findings = on_changed_lines(findings, diff_base, _repository_folder(_first(paths)))
+            except GitDiffError as error:
+                raise RunError(str(error)) from error
+        findings = _with_origins_named(findings, results)
+    finally:
+        if results is not None:
+            results.save()
     if not edits:
         return Report(findings)
     from rope_lint.fix.edits import finding_edits
@@ -119,18 +127,37 @@ def check(
     return Report(findings, finding_edits(edited) + [[] for _ in findings[len(edited) :]])
 
 
-def _with_origins_named(findings: list[Diagnostic]) -> list[Diagnostic]:
+def _with_origins_named(findings: list[Diagnostic], cache: ResultCache | None = None) -> list[Diagnostic]:
     """The findings, those in a file that transformers generates naming the modular source (or parent model) that
-    they come from in their message (`generated.annotated`). Their files' banners are read first: only a generated
-    file's findings need syntax trees, and a warm check, which parses no file, imports no `ast`."""
+    they come from in their message (`generated.origin_notes`): from `cache` where every file that they were read from
+    is as it was, else found over all cores and learnt by `cache`. Only a generated file's notes need syntax trees,
+    and its banner says which it is: a warm check, which parses no file, imports no `ast`."""
+    lines: dict[str, set[int]] = {}
+    for d in findings:
+        lines.setdefault(d.path, set()).add(d.start.line)
+    notes: dict[str, dict[int, str]] = {}
+    for path, wanted in lines.items():
+        known = cache.origin_notes(os.path.abspath(path), wanted) if cache is not None else None
+        if known is not None:
+            notes[path] = known
     from rope_lint.transformers.banner import generated_texts
 
-    texts = generated_texts(d.path for d in findings)
-    if not texts:
-        return findings
-    from rope_lint.transformers.generated import annotated
+    generated = sorted(generated_texts(path for path in lines if path not in notes))
+    found = map_files(_origin_notes, [(path, sorted(lines[path])) for path in generated])
+    for path, (found_notes, inputs) in zip(generated, found, strict=True):
+        notes[path] = found_notes
+        if cache is not None:
+            cache.learn_origin_notes(os.path.abspath(path), lines[path], found_notes, inputs)
+    return [
+        d._replace(message=f"{d.message} ({note})") if (note := notes.get(d.path, {}).get(d.start.line)) else d
+        for d in findings
+    ]
 
-    return annotated(findings, texts)
+
+def _origin_notes(item: tuple[str, list[int]]) -> OriginNotes:
+    from rope_lint.transformers.generated import origin_notes
+
+    return origin_notes(*item)
 
 
 def _through_fixable(findings: list[Diagnostic], count: int) -> list[Diagnostic]:
@@ -158,7 +185,11 @@ def write_baseline(
     from rope_lint import baseline
     from rope_lint.output.baseline_report import BaselineReport
 
-    findings = _findings(*_resolved(paths, options or Options()), cache, show_progress)
+    config, settings, files = _resolved(paths, options or Options())
+    results = _result_cache(config, settings, files, cache)
+    findings = _findings(config, settings, files, results, show_progress)
+    if results is not None:
+        results.save()
     written = baseline.write(output, findings)
     return BaselineReport(output, written, [d for d in findings if d.code in ERROR_CODES])
 
@@ -311,19 +342,22 @@ def _first(paths: Sequence[str]) -> str:
     return paths[0] if paths else "."
 
 
+def _result_cache(config: Config, settings: Settings, files: list[str], cache: bool) -> ResultCache | None:
+    """The result cache of a run of many files where `cache` allows one, unless `verbose` asks for the tracebacks of a
+    fresh run; the caller saves it."""
+    if not cache or len(files) < LARGE_RUN or settings.verbose:
+        return None
+    from rope_lint.cache import ResultCache
+
+    return ResultCache.for_run(config.root, settings.codes, config.per_file_ignores)
+
+
 def _findings(
-    config: Config, settings: Settings, files: list[str], cache: bool, show_progress: bool
+    config: Config, settings: Settings, files: list[str], results: ResultCache | None, show_progress: bool
 ) -> list[Diagnostic]:
     """Every file's findings, less the findings about the run that the configuration ignores; through the result
-    cache for a large run, unless `verbose` asks for the tracebacks of a fresh one."""
-    results = None
-    if cache and len(files) >= LARGE_RUN and not settings.verbose:
-        from rope_lint.cache import ResultCache
-
-        results = ResultCache.for_run(config.root, settings.codes, config.per_file_ignores)
+    cache `results`, where given."""
     findings = progress.run(files, partial(check_paths, settings=settings, cache=results), quiet=not show_progress)
-    if results is not None:
-        results.save()
     return _without_ignored_errors(findings, config)
 
 

@@ -3,9 +3,11 @@
 A file's findings are keyed by its bytes and the codes its path ignores (`content_key`); the cache file is named
 by everything else its findings depend on: rope-lint's own code, the rules selected and their settings. Beside them
 it keeps each file's status with its key (`files.status_signature`), so that a file whose status is unchanged is not
-read again, and the answers of the packages that a finding's public helpers send the check to (`callers`), with a
-fingerprint of the package's files. It lives in `.rope_lint_cache/` beside the configuration, which holds a
-`.gitignore` of its own, as ruff's cache does. Runs of fewer files than `engine.LARGE_RUN` check them without it.
+read again; the answers of the packages that a finding's public helpers send the check to (`callers`), with a
+fingerprint of the package's files; and the origins that a generated transformers file's findings name
+(`transformers.generated.origin_notes`), with the status of each file they were read from or looked for. It lives
+in `.rope_lint_cache/` beside the configuration, which holds a `.gitignore` of its own, as ruff's cache does. Runs of
+fewer files than `engine.LARGE_RUN` check them without it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
-from rope_lint.files import digest, read_regular
+from rope_lint.files import digest, input_status, read_regular
 from rope_lint.rules import payloads
 
 if TYPE_CHECKING:
@@ -34,10 +36,11 @@ _SIZE_LIMIT = 256 * 1024 * 1024
 # Past this many entries, a cache keeps only the files of the run that writes it.
 _MAX_ENTRIES = 100_000
 # The layout of an entry: a cache file of another layout is never read. 2: fixes hold typed payloads; 3: the helpers a
-# finding rests on; 4: files' statuses and packages' answers beside the findings; 5: the tables a fix moves.
-_FORMAT = "5"
-# A cache file's parts: findings by content key, statuses and keys by path, answers by package.
-_PARTS = ("results", "files", "packages")
+# finding rests on; 4: files' statuses and packages' answers beside the findings; 5: the tables a fix moves; 6: the
+# origins of generated files' findings.
+_FORMAT = "6"
+# A cache file's parts: findings by content key, statuses and keys by path, answers by package, origin notes by path.
+_PARTS = ("results", "files", "packages", "origins")
 
 
 class ResultCache:
@@ -53,6 +56,11 @@ class ResultCache:
         # The packages' answers (`PackageCallers.remember`), of the cache file, then of this run.
         self.packages: dict[str, Any] = {}
         self._loaded_packages: dict[str, Any] = {}
+        # Origin notes by absolute path, of the cache file and of this run (`origin_notes`), and the statuses of their
+        # inputs as this run found them.
+        self._origins: dict[str, Any] = {}
+        self._seen_origins: dict[str, Any] = {}
+        self._input_statuses: dict[str, list[int] | None] = {}
         try:
             # JSON, not pickle: a cache file is read from the project, and must not be able to run code. Only a regular
             # file, not a link, in a folder that is not a link: a cache in any other state is not followed, but ignored.
@@ -60,7 +68,7 @@ class ResultCache:
                 return
             loaded = json.loads(read_regular(self.file, _SIZE_LIMIT, follow_symlinks=False))
             if isinstance(loaded, dict) and all(isinstance(loaded.get(part), dict) for part in _PARTS):
-                self._entries, self._statuses, self._loaded_packages = (loaded[part] for part in _PARTS)
+                self._entries, self._statuses, self._loaded_packages, self._origins = (loaded[part] for part in _PARTS)
                 self.packages = dict(self._loaded_packages)
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             pass  # no cache yet, or one that cannot be read: the run checks every file and writes a new one
@@ -107,6 +115,36 @@ class ResultCache:
     def put(self, key: str, diagnostics: list[Diagnostic]) -> None:
         self._seen[key] = [_entry(diagnostic) for diagnostic in diagnostics]
 
+    def origin_notes(self, absolute_path: str, lines: set[int]) -> dict[int, str] | None:
+        """The origin notes of `lines` of the generated file at `absolute_path` (`learn_origin_notes`), where an earlier
+        run found them for those lines and every file they were read from or looked for is as it was then; None where
+        they must be found again."""
+        entry = self._origins.get(absolute_path)
+        try:
+            asked, notes, inputs = entry  # type: ignore[misc]
+            if not lines.issubset(asked) or any(self._input_status(path) != status for path, status in inputs):
+                return None
+            found = {line: note for line, note in notes if type(line) is int and isinstance(note, str)}
+        except (TypeError, ValueError):  # an entry this version did not write
+            return None
+        self._seen_origins[absolute_path] = entry
+        return found
+
+    def learn_origin_notes(
+        self, absolute_path: str, lines: set[int], notes: dict[int, str], inputs: dict[str, list[int] | None]
+    ) -> None:
+        """The origin notes of `lines` of the generated file at `absolute_path`, found from `inputs` (each file read or
+        looked for, with its status before: `files.input_status`); not kept where a status could not be told."""
+        if all(status is not None for status in inputs.values()):
+            self._seen_origins[absolute_path] = [sorted(lines), [[*item] for item in notes.items()], [*inputs.items()]]
+
+    def _input_status(self, path: object) -> list[int] | None:
+        if not isinstance(path, str):
+            raise TypeError("an input is a path")
+        if path not in self._input_statuses:
+            self._input_statuses[path] = input_status(path)
+        return self._input_statuses[path]
+
     def save(self) -> None:
         """Write the cache, atomically; a folder that cannot be written leaves the run uncached, not failed."""
         new = {key: found for key, found in self._seen.items() if key not in self._entries}
@@ -115,13 +153,17 @@ class ResultCache:
             for path, known in self._learnt_statuses.items()
             if (loaded := self._statuses.get(path)) is not known and loaded != known
         }
-        if not new and not statuses and self.packages == self._loaded_packages:
+        origins = {key: entry for key, entry in self._seen_origins.items() if self._origins.get(key) is not entry}
+        if not new and not statuses and not origins and self.packages == self._loaded_packages:
             return
         entries = {**self._entries, **new} if len(self._entries) + len(new) <= _MAX_ENTRIES else self._seen
         if len(self._statuses) + len(statuses) <= _MAX_ENTRIES:
             statuses = {**self._statuses, **statuses}
         else:
             statuses = self._learnt_statuses
+        origins = (
+            {**self._origins, **origins} if len(self._origins) + len(origins) <= _MAX_ENTRIES else self._seen_origins
+        )
         try:
             os.makedirs(self.folder, exist_ok=True)
             if not stat.S_ISDIR(os.lstat(self.folder).st_mode):
@@ -136,7 +178,7 @@ class ResultCache:
             return
         try:
             with os.fdopen(descriptor, "wb") as stream:
-                parts = (entries, statuses, self.packages)
+                parts = (entries, statuses, self.packages, origins)
                 stream.write(json.dumps(dict(zip(_PARTS, parts, strict=True)), separators=(",", ":")).encode())
             os.replace(temporary, self.file)
             _remove_stale(self.folder)

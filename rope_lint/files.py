@@ -99,6 +99,22 @@ def status_signature(path: FilePath) -> list[int] | None:
         status = os.stat(path)
     except OSError:
         return None
+    return _signature(status)
+
+
+def input_status(path: FilePath) -> list[int] | None:
+    """What a result that read the file at `path`, or looked for one there, depends on: its `status_signature`, or []
+    where nothing is there; None where that cannot be told (a file written too recently, one that cannot be read)."""
+    try:
+        status = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError:
+        return None
+    return _signature(status)
+
+
+def _signature(status: os.stat_result) -> list[int] | None:
     found = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
     recent = time.time_ns() - _SETTLING_NS
     return None if found[1] > recent or found[2] > recent else found

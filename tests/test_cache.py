@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from helpers import imported_by_check, rope_lint
 
-from rope_lint import engine
+from rope_lint import api, engine
 from rope_lint.cache import FOLDER, ResultCache
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import LARGE_RUN, Settings, check_paths
 from rope_lint.rules import CATALOG, select_rules
+from rope_lint.transformers import generated
 
 # Every file holds a trigger, so that every one is parsed on a cold run; three of them hold a hazard.
 CLEAN = "import torch\n\n\ndef width_{index}(x):\n    return torch.arange(x.shape[-1])\n"
@@ -348,3 +349,72 @@ def test_a_content_key_is_128_bits_and_tells_bytes_and_ignored_codes_apart() -> 
 
     keys = {content_key(b"x = 1\n", []), content_key(b"x = 2\n", []), content_key(b"x = 1\n", ["RPL101"])}
     assert len(keys) == 3 and all(len(key) == 32 and int(key, 16) >= 0 for key in keys)
+
+
+# A transformers tree in miniature: Mistral's modeling file generated from its modular source, which takes LlamaScaler
+# from Llama's (each finding of the generated file names where its statement is written).
+BANNER = "# This file was automatically generated from src/transformers/models/mistral/modular_mistral.py.\n"
+LLAMA = """import torch
+from torch import nn
+
+
+class LlamaScaler(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = torch.arange(dim, dtype=torch.float32)
+"""
+MODULAR = "from ..llama.modeling_llama import LlamaScaler\n\n\nclass MistralScaler(LlamaScaler):\n    pass\n"
+
+
+def test_a_warm_run_names_a_generated_files_origins_from_the_cache_while_the_files_they_are_read_from_stay(
+    tmp_path: Path, settled_files: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The origins are found again only when a file they were read from changes, or one they looked for and did not
+    find appears: here the modular source, then the parent model's file, which the generated file does not mention."""
+    tree(tmp_path)
+    models = tmp_path / "transformers" / "models"
+    (models / "llama").mkdir(parents=True)
+    (models / "mistral").mkdir()
+    (tmp_path / "transformers" / "__init__.py").write_text("")
+    (models / "llama" / "modeling_llama.py").write_text(LLAMA)
+    (models / "mistral" / "modeling_mistral.py").write_text(BANNER + LLAMA.replace("Llama", "Mistral"))
+    looked_up: list[str] = []  # the files whose origins a run finds
+    find = generated.origin_notes
+
+    def finding(path: str, lines: list[int]) -> generated.OriginNotes:
+        looked_up.append(Path(path).name)
+        return find(path, lines)
+
+    monkeypatch.setattr(generated, "origin_notes", finding)
+
+    def mistral_finding() -> str:
+        looked_up.clear()
+        found = [d.message for d in api.check([str(tmp_path)]).findings if d.path.endswith("modeling_mistral.py")]
+        assert len(found) == 1
+        return found[0]
+
+    # No modular source yet: nothing to name, and nothing to find while it stays away.
+    assert not mistral_finding().endswith(")") and looked_up == ["modeling_mistral.py"]
+    assert not mistral_finding().endswith(")") and looked_up == []
+    (models / "mistral" / "modular_mistral.py").write_text(MODULAR)
+    named = "(generated from modular_mistral.py, which inherits LlamaScaler from ../llama/modeling_llama.py:8)"
+    assert mistral_finding().endswith(named) and looked_up == ["modeling_mistral.py"]
+    assert mistral_finding().endswith(named) and looked_up == []
+    # The parent's statement two lines lower: the generated file is as it was, and its finding's origin follows.
+    (models / "llama" / "modeling_llama.py").write_text("# one\n# two\n" + LLAMA)
+    assert mistral_finding().endswith(named.replace(":8)", ":10)")) and looked_up == ["modeling_mistral.py"]
+    assert mistral_finding().endswith(named.replace(":8)", ":10)")) and looked_up == []
+
+
+def test_a_warm_run_of_a_tree_with_a_generated_file_imports_nothing_that_parses(tmp_path: Path) -> None:
+    tree(tmp_path)
+    models = tmp_path / "transformers" / "models"
+    for folder in ("llama", "mistral"):
+        (models / folder).mkdir(parents=True)
+    (tmp_path / "transformers" / "__init__.py").write_text("")
+    (models / "llama" / "modeling_llama.py").write_text(LLAMA)
+    (models / "mistral" / "modular_mistral.py").write_text(MODULAR)
+    (models / "mistral" / "modeling_mistral.py").write_text(BANNER + LLAMA.replace("Llama", "Mistral"))
+    parsing = ("ast", "rope_lint.prefilter", "rope_lint.transformers.generated")
+    assert "rope_lint.transformers.generated" in imported_by_check(tmp_path, ".", parsing, settled=True)
+    assert imported_by_check(tmp_path, ".", parsing, settled=True) == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.files import SOURCE_LIMIT, read_regular, resolved
@@ -33,13 +33,14 @@ def has_banner(text: str) -> bool:
     return _BANNER_TEXT in text[:_BANNER_SPAN]
 
 
-def modular_source(path: FilePath, text: str) -> str | None:
-    """The modular file named in a generated file's banner (links resolved), or None for a hand-written file."""
+def modular_source(path: FilePath, text: str, is_file: Callable[[str], bool] = os.path.isfile) -> str | None:
+    """The modular file named in a generated file's banner (links resolved), or None for a hand-written file or where
+    `is_file` says that no file is there."""
     match = re.search(_BANNER, text[:_BANNER_SPAN])
     if match is None:
         return None
     candidate = os.path.join(os.path.dirname(resolved(path)), os.path.basename(match.group(1)))
-    return candidate if os.path.isfile(candidate) else None
+    return candidate if is_file(candidate) else None
 
 
 def generated_text(path: FilePath) -> str | None:

@@ -15,13 +15,13 @@ import os
 import re
 from array import array
 from collections import namedtuple
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import NamedTuple
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.diagnostics import Diagnostic
 from rope_lint.engine import Settings, check_source
-from rope_lint.files import SOURCE_LIMIT, Excludes, discover, read_regular, resolved
+from rope_lint.files import SOURCE_LIMIT, Excludes, discover, input_status, read_regular, resolved
 from rope_lint.prefilter.candidates import parse_outline
 from rope_lint.rules.analysis.context import physical_lines
 from rope_lint.transformers.banner import generated_text, is_modular_source, modular_source
@@ -55,7 +55,7 @@ class Origin(namedtuple("Origin", ("path", "line", "inherited_from", "via"), def
 
 def origin(path: FilePath, text: str, line: int) -> Origin | None:
     """Where the statement at `line` of the generated file `path` is written; None for a hand-written file."""
-    modular = modular_source(path, text)
+    modular = modular_source(path, text, _is_file)
     if modular is None:
         return None
     statement = text_lines(text)[line - 1].strip()
@@ -78,20 +78,44 @@ def origin(path: FilePath, text: str, line: int) -> Origin | None:
     return Origin(modular, _find_line(modular, statement, tree))
 
 
-def annotated(diagnostics: list[Diagnostic], texts: dict[str, str]) -> list[Diagnostic]:
-    """Findings in generated files, whose texts are `texts` by path (`banner.generated_texts`), with their origin
-    added to the message; others as they were."""
-    result = []
-    for diagnostic in diagnostics:
-        text = texts.get(diagnostic.path)
-        found = origin(diagnostic.path, text, diagnostic.start.line) if text else None
-        if found is not None:
-            modular = modular_source(diagnostic.path, text or "")
-            assert modular is not None
-            message = f"{diagnostic.message} ({found.describe(diagnostic.path, modular)})"
-            diagnostic = diagnostic._replace(message=message)
-        result.append(diagnostic)
-    return result
+class OriginNotes(NamedTuple):
+    """Where the statements that a generated file's findings start on are written, by line, as a finding's message
+    names it (`Origin.describe`); and what that depends on: each file read or looked for on the way, with its status
+    before (`files.input_status`), by which the result cache answers a later run with the same notes."""
+
+    notes: dict[int, str]
+    inputs: dict[str, list[int] | None]
+
+
+def origin_notes(path: str, lines: Iterable[int]) -> OriginNotes:
+    """The notes of the lines `lines` of the file `path`, read afresh: none for a file that transformers does not
+    generate."""
+    global _inputs
+    _inputs = inputs = {}
+    try:
+        text = file_text(path)
+        modular = modular_source(path, text, _is_file)
+        if modular is None:
+            return OriginNotes({}, inputs)
+        found = ((line, origin(path, text, line)) for line in lines)
+        return OriginNotes({line: o.describe(path, modular) for line, o in found if o is not None}, inputs)
+    finally:
+        _inputs = None
+
+
+# The files that `origin_notes` has read or looked for, while it runs.
+_inputs: dict[str, list[int] | None] | None = None
+
+
+def _noted(path: str) -> str:
+    """`path`, among the inputs of the notes being found, with its status before it is read."""
+    if _inputs is not None and path not in _inputs:
+        _inputs[path] = input_status(path)
+    return path
+
+
+def _is_file(path: str) -> bool:
+    return os.path.isfile(_noted(path))
 
 
 def with_origins(files: list[FilePath], settings: Settings) -> tuple[list[FilePath], list[str]]:
@@ -188,7 +212,7 @@ def _within(path: str, folder: str) -> bool:
 
 def file_text(path: str) -> str:
     try:
-        return read_regular(path, SOURCE_LIMIT).decode("utf-8")
+        return read_regular(_noted(path), SOURCE_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return ""
 
@@ -266,7 +290,7 @@ def parent_files(modular: str, tree: ast.Module) -> dict[str, str]:
             continue
         parts = node.module.split(".")[0 if node.level else 1 :]
         path = os.path.join(folders[up], *parts) + ".py"
-        if os.path.basename(os.path.dirname(os.path.dirname(path))) == "models" and os.path.isfile(path):
+        if os.path.basename(os.path.dirname(os.path.dirname(path))) == "models" and _is_file(path):
             names.update({alias.asname or alias.name: path for alias in node.names})
     return names
 
