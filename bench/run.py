@@ -10,8 +10,10 @@ largest process. "cold" is `--no-cache`; "warm" reads the result cache that an e
 wrote (in `.rope_lint_cache/` of the current folder's project), and its floor (`bench/warm_floor.py`) does the part
 of that work any Python tool must do, with no rope-lint code: the walk, the statuses, the cache's JSON, the package's
 fingerprint. The corpora are transformers 4.37.2 `models/` (or `--corpus`) and the whole 5.24.0 package, downloaded
-once into the git-ignored `.cache/bench/`; the probe runs on 5.24.0 installed there with its dependencies (never
-torch). `--quick` leaves out the 5.24.0 rows, which take minutes.
+once into the git-ignored `.cache/bench/`; the 5.24.0 package is checked too, cold and warm, next to ruff (a tree
+with generated files, whose findings name their origins; its warm row's cache is its own, in a scratch folder); the
+probe runs on 5.24.0 installed there with its dependencies (never torch). `--quick` leaves out the 5.24.0 rows, which
+take minutes.
 """
 
 from __future__ import annotations
@@ -63,7 +65,10 @@ def site(version: str) -> Path:
 
 
 def timed(
-    command: list[str], prepare: Callable[[], None] | None = None, environment: dict[str, str] | None = None
+    command: list[str],
+    prepare: Callable[[], None] | None = None,
+    environment: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> tuple[float, int]:
     """Wall seconds and peak RSS in KiB (of the process tree's largest process, as GNU time reports it). Exits with
     one line where the command fails (exit 2 or more: an error, or 127 for a command not found), rather than timing its
@@ -73,7 +78,8 @@ def timed(
     with tempfile.NamedTemporaryFile("r") as report:
         start = time.perf_counter()
         env = {**os.environ, **(environment or {})}
-        ran = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", report.name, *command], capture_output=True, env=env)
+        time_it = ["/usr/bin/time", "-f", "%M", "-o", report.name, *command]
+        ran = subprocess.run(time_it, capture_output=True, env=env, cwd=cwd)
         elapsed = time.perf_counter() - start
         if ran.returncode > 1:  # 1: findings, or a class over the probe's threshold
             last = (ran.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
@@ -88,13 +94,14 @@ class Row(NamedTuple):
     baseline: str | None  # the row this one is compared with, in the same run
     prepare: Callable[[], None] | None = None
     environment: dict[str, str] | None = None  # set for the command, beside the bench's own
+    cwd: Path | None = None  # where the command runs, when not in the current folder
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--corpus", type=Path)
-    parser.add_argument("--quick", action="store_true", help="leave out the whole 5.24.0 package's fix and probe")
+    parser.add_argument("--quick", action="store_true", help="leave out the rows of the whole 5.24.0 package")
     args = parser.parse_args()
     models = args.corpus or corpus() / "transformers" / "models"
     one_file = models / "llama" / "modeling_llama.py"
@@ -131,6 +138,16 @@ def main() -> None:
     ]  # fmt: skip
     if not args.quick:
         package = corpus("5.24.0") / "transformers"
+        # A folder of its own, whose result cache is not the one the 4.37.2 warm row reads.
+        own_cache = scratch / "check-5.24.0"
+        own_cache.mkdir()
+        subprocess.run([*check, str(package)], capture_output=True, cwd=own_cache)  # fills it for the warm row
+        rows += [
+            Row("ruff, 5.24.0 package", [*ruff, str(package)], None),
+            Row("rope-lint check, 5.24.0 package, cold", [*check, "--no-cache", str(package)], "ruff, 5.24.0 package",
+                cwd=own_cache),
+            Row("rope-lint check, 5.24.0 package, warm", [*check, str(package)], "ruff, 5.24.0 package", cwd=own_cache),
+        ]  # fmt: skip
         fix = [*rope_lint, "fix", "--unsafe-fixes", str(scratch / "transformers")]
         rows.append(Row("rope-lint fix --unsafe-fixes, 5.24.0 package", fix, None, fresh_copy(package, "transformers")))
         probe = [*rope_lint, "probe", "transformers", "--trigger", "fp32,zero-init-bf16,to-bf16", "--allow-unmeasured"]
@@ -149,7 +166,7 @@ def main() -> None:
     peaks: dict[str, int] = dict.fromkeys(times, 0)
     for _ in range(args.repeat):
         for row in rows:
-            seconds, peak = timed(row.command, row.prepare, row.environment)
+            seconds, peak = timed(row.command, row.prepare, row.environment, row.cwd)
             times[row.name].append(seconds)
             peaks[row.name] = max(peaks[row.name], peak)
     shutil.rmtree(scratch)
