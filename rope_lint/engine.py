@@ -196,8 +196,13 @@ def decode(path: FilePath, data: bytes) -> SourceFile | Diagnostic:
 
 
 def check_file(path: FilePath, settings: Settings) -> list[Diagnostic]:
+    return settings.callers.standing(_unresolved_findings(path, settings))
+
+
+def _unresolved_findings(path: FilePath, settings: Settings) -> list[Diagnostic]:
+    """The file's findings before the package is asked about its public helpers (`_findings`)."""
     data = read_bytes(path)
-    return [data] if isinstance(data, Diagnostic) else settings.callers.standing(_check_bytes(path, data, settings))
+    return [data] if isinstance(data, Diagnostic) else _check_bytes(path, data, settings)
 
 
 def check_file_keyed(path: FilePath, settings: Settings) -> tuple[list[int] | None, str | None, list[Diagnostic]]:
@@ -254,7 +259,10 @@ def check_paths(paths: Iterable[FilePath], settings: Settings, cache: ResultCach
     learns the others."""
     paths = list(paths)
     if cache is None:
-        return [d for result in map_files(partial(check_file, settings=settings), paths) for d in result]
+        # The package is asked once, for every file's findings: each question about a name not asked before reads
+        # every module of the package (transformers 5.24.0's: 2,912 files, 0.1 s), and each process asked it again.
+        found = map_files(partial(_unresolved_findings, settings=settings), paths)
+        return settings.callers.standing([d for result in found for d in result])
     from rope_lint.cache import content_key
 
     found: dict[FilePath, list[Diagnostic]] = {}

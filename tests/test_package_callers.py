@@ -173,6 +173,21 @@ def test_a_warm_cache_reads_no_other_module_until_one_changes(
     assert cached_run() == ["helpers.py:5"]
 
 
+def test_a_check_asks_the_package_about_every_files_helpers_in_one_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each question about a name not asked before reads every module of the package: a check asks about the helpers
+    of all its files at once, not file by file (each process of a check of transformers 5.24.0 read its 2,912 files
+    five or six times)."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    folder = package(tmp_path, {"spans.py": HELPER.replace("positions", "widths"), "model.py": model("", "x")})
+    read: list[str] = []
+    real = callers.read_regular
+    monkeypatch.setattr(callers, "read_regular", lambda path, *rest: read.append(Path(path).name) or real(path, *rest))
+    assert flagged(folder) == []  # neither helper is called by the package
+    assert read.count("model.py") == 1
+
+
 def test_fix_leaves_a_helper_alone_when_its_finding_does_not_stand(tmp_path: Path) -> None:
     folder = package(tmp_path, {"model.py": FORWARD_ONLY})
     fixed = rope_lint("fix", "--select", "RPL101", str(folder / "helpers.py"), cwd=tmp_path)
