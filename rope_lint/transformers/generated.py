@@ -108,9 +108,12 @@ _inputs: dict[str, list[int] | None] | None = None
 
 
 def _noted(path: str) -> str:
-    """`path`, among the inputs of the notes being found, with its status before it is read."""
-    if _inputs is not None and path not in _inputs:
-        _inputs[path] = input_status(path)
+    """`path`, among the inputs of the notes being found (by absolute path, as the result cache knows files), with its
+    status before it is read."""
+    if _inputs is not None:
+        absolute = os.path.abspath(path)
+        if absolute not in _inputs:
+            _inputs[absolute] = input_status(absolute)
     return path
 
 
