@@ -140,9 +140,10 @@ def _with_origins_named(findings: list[Diagnostic], cache: ResultCache | None = 
         known = cache.origin_notes(os.path.abspath(path), wanted) if cache is not None else None
         if known is not None:
             notes[path] = known
-    from rope_lint.transformers.banner import generated_texts
+    from rope_lint.transformers.banner import generated_paths
 
-    generated = sorted(generated_texts(path for path in lines if path not in notes))
+    # `origin_notes` reads each whole file itself, once it has taken its status.
+    generated = sorted(generated_paths(path for path in lines if path not in notes))
     found = map_files(_origin_notes, [(path, sorted(lines[path])) for path in generated])
     for path, (found_notes, inputs) in zip(generated, found, strict=True):
         notes[path] = found_notes

@@ -95,11 +95,7 @@ def status_signature(path: FilePath) -> list[int] | None:
     """What the file's status says of its bytes while it stays the same: its size, modification and change times and
     inode (a write, a rename over it or a restored modification time each change one). None where it cannot be
     read, or changed too recently to be told apart this way."""
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return _signature(status)
+    return input_status(path) or None
 
 
 def input_status(path: FilePath) -> list[int] | None:
@@ -111,10 +107,6 @@ def input_status(path: FilePath) -> list[int] | None:
         return []
     except OSError:
         return None
-    return _signature(status)
-
-
-def _signature(status: os.stat_result) -> list[int] | None:
     found = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
     recent = time.time_ns() - _SETTLING_NS
     return None if found[1] > recent or found[2] > recent else found

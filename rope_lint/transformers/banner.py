@@ -45,17 +45,26 @@ def modular_source(path: FilePath, text: str, is_file: Callable[[str], bool] = o
 
 def generated_text(path: FilePath) -> str | None:
     """The file's text when it has the banner, else None. Only the banner's span is read of a file without one."""
-    banner = _BANNER_TEXT.encode()
     try:
-        if banner not in read_regular(path, SOURCE_LIMIT, head=_BANNER_SPAN):
+        if not _begins_with_banner(path):
             return None
         data = read_regular(path, SOURCE_LIMIT)  # the file of that banner, unless it was written over since
-        return data.decode("utf-8") if banner in data[:_BANNER_SPAN] else None
+        return data.decode("utf-8") if _BANNER_TEXT.encode() in data[:_BANNER_SPAN] else None
     except (OSError, UnicodeDecodeError):
         return None
 
 
-def generated_texts(paths: Iterable[str]) -> dict[str, str]:
-    """The texts of the generated files among `paths`, by path."""
-    texts = {path: generated_text(path) for path in dict.fromkeys(paths)}
-    return {path: text for path, text in texts.items() if text is not None}
+def generated_paths(paths: Iterable[str]) -> list[str]:
+    """Those of `paths` whose files begin with the banner, each once, in order: only the banner's span is read."""
+    found = []
+    for path in dict.fromkeys(paths):
+        try:
+            if _begins_with_banner(path):
+                found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+def _begins_with_banner(path: FilePath) -> bool:
+    return _BANNER_TEXT.encode() in read_regular(path, SOURCE_LIMIT, head=_BANNER_SPAN)
