@@ -124,6 +124,11 @@ def test_an_apply_rebuild_from_a_cast_buffer_is_no_guard() -> None:
         ("freq_embed", False),
         ("cosine_schedule", False),
         ("position_ids", False),
+        # A count, even of frequencies; after `_per_` a name gives the unit, not what it holds.
+        ("num_freqs", False),
+        ("n_freqs", False),
+        ("num_bands_per_freq", False),
+        ("band_freqs", True),
     ],
 )
 def test_names_that_say_table(name: str, says_table: bool) -> None:
@@ -147,3 +152,28 @@ def test_tables_the_codemod_does_not_know_come_without_its_rewrite() -> None:
         """
     )
     assert {store.name: store.rewritten for store in rotary.table_stores(ctx)} == {"inv_freq": True, "angles": False}
+
+
+def test_a_store_of_integers_or_bools_is_no_table_whatever_its_name() -> None:
+    # `module.to(torch.bfloat16)` casts floating tensors only: a mask, a count of one and an int64 enumeration are
+    # stored exactly, and the floating store beside them stays a table.
+    ctx = context(
+        """
+        import torch
+
+        class BandSplit(torch.nn.Module):
+            def __init__(self, bank, n):
+                super().__init__()
+                in_band = bank > 0
+                self.register_buffer("mask_freq", in_band, persistent=False)
+                self.register_buffer("count_freq", in_band.sum(-1), persistent=False)
+                self.register_buffer("peak_freq", bank.argmax(-1), persistent=False)
+                self.register_buffer("pos_freq", torch.arange(n), persistent=False)
+                self.register_buffer("flags_freq", in_band & (bank < 1), persistent=False)
+                self.register_buffer("band_freqs", bank.sum(-1), persistent=False)
+
+            def forward(self, x):
+                return torch.outer(self.pos_freq.float(), self.band_freqs).cos()[self.mask_freq]
+        """
+    )
+    assert [store.name for store in rotary.table_stores(ctx)] == ["band_freqs"]

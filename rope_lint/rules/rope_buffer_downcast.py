@@ -27,6 +27,10 @@ class RopeBufferDowncast(Rule):
     they are copied in. Frequencies held as an `nn.Parameter` are flagged as well: `module.to(dtype)` casts
     parameters as it casts buffers.
 
+    A store of integers or bools stays silent whatever its name (a mask, a count, an int64 enumeration, told by its
+    computation: a comparison, `.sum()` of a mask, `torch.arange(n)`, `.long()`; or a name that counts, such as
+    `num_bands_per_freq`): `module.to(dtype)` casts floating tensors only.
+
     A sinusoidal table of absolute positions outside a rotary class stays silent: its entries are cos/sin values
     in [-1, 1], which bf16 rounds as it rounds any activation, while its angles stay exact. So do frequencies of a
     class that takes no cos/sin of them (the decays of a linear attention).
@@ -293,6 +297,20 @@ class RopeBufferDowncast(Rule):
             '        self.register_buffer("table", table)\n'
             "    def forward(self, x):\n"
             "        return x + self.table[: x.shape[1]]\n"
+        ),
+        Valid(
+            # Integers and bools, whatever their names: `module.to(dtype)` casts floating tensors only. A name that
+            # counts (`num_`) says no frequencies, even one per frequency.
+            "import torch\n"
+            "class BandSplit(torch.nn.Module):\n"
+            "    def __init__(self, bank, n):\n"
+            "        in_band = bank > 0\n"
+            "        num_bands_per_freq = reduce(in_band, 'b f -> f', 'sum')\n"
+            '        self.register_buffer("pos_freq", torch.arange(n), persistent=False)\n'
+            '        self.register_buffer("band_freq", in_band, persistent=False)\n'
+            '        self.register_buffer("num_bands_per_freq", num_bands_per_freq, persistent=False)\n'
+            "    def forward(self, x):\n"
+            "        return torch.outer(self.pos_freq, x).cos()[self.band_freq] / self.num_bands_per_freq\n"
         ),
         Valid(
             # An enumeration of positions is no table, nor is a learned weight.

@@ -26,6 +26,11 @@ _FLOATING_CONSTRUCTORS = frozenset(
 )
 _FLOAT_CASTS = frozenset({"float", "half", "bfloat16", "double"})
 _INTEGER_CASTS = frozenset({"long", "int", "short", "bool", "byte"})
+# Methods that give indices, int64 whatever their receiver's dtype.
+_INDEX_METHODS = frozenset({"argmax", "argmin", "argsort", "nonzero"})
+# Sums keep the receiver's kind, not its dtype: a sum of bools counts them in int64, a sum of floats is floating.
+_SUMS = frozenset({"sum", "cumsum", "prod", "cumprod"})
+_BITWISE_OPERATORS = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
 # Methods that keep their receiver's dtype: `x.view(...)` is floating when `x` is.
 DTYPE_PRESERVING_METHODS = frozenset(
     {
@@ -36,14 +41,16 @@ DTYPE_PRESERVING_METHODS = frozenset(
 )  # fmt: skip
 
 # Names that hold indices, lengths or masks in model code: `bbox.dtype` and `input_ids.dtype` are integer. A name is
-# read by its last word: `attention_mask`, `position_ids`. (Sets, not patterns: compiling a pattern costs more than a
-# small file's check.)
+# read by its last held word (`held_words`): `attention_mask`, `position_ids`. (Sets, not patterns: compiling a
+# pattern costs more than a small file's check.)
 _INTEGER_WORDS = frozenset(
     {
         "id", "ids", "idx", "index", "indices", "length", "lengths", "bbox", "bboxes", "label", "labels", "position",
         "positions", "pos", "count", "counts", "mask", "offset", "offsets", "step", "steps",
     }
 )  # fmt: skip
+# A name's first word that says it counts things: `num_bands`, `n_freqs`.
+_COUNT_WORDS = frozenset({"num", "n"})
 # Names that hold activations, embeddings, frequencies or a module's parameters (`self.proj.weight`): floating in any
 # model that names them so.
 _FLOATING_NAMES = frozenset(
@@ -121,9 +128,13 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
     """The dtype class of an expression's result, where the code alone says it."""
     if depth > 8:
         return None
+    if isinstance(node, ast.Compare):
+        return False  # a comparison yields bools, tensors' as Python's
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Div):
             return True  # true division always yields a floating result
+        if isinstance(node.op, _BITWISE_OPERATORS):
+            return False  # defined for integers and bools only
         left = is_floating_tensor(ctx, node.left, depth + 1)
         right = is_floating_tensor(ctx, node.right, depth + 1)
         return True if True in (left, right) else None
@@ -149,13 +160,13 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
             method = node.func.attr
             if method in _FLOAT_CASTS:
                 return True
-            if method in _INTEGER_CASTS:
+            if method in _INTEGER_CASTS or method in _INDEX_METHODS:
                 return False
             if method in ("to", "type") and node.args:
                 return is_floating_dtype(ctx, node.args[0], depth + 1)
             if method == "type_as" and node.args:
                 return is_floating_tensor(ctx, node.args[0], depth + 1)
-            if method in DTYPE_PRESERVING_METHODS:
+            if method in DTYPE_PRESERVING_METHODS or method in _SUMS:
                 return is_floating_tensor(ctx, node.func.value, depth + 1)
         return _returns_floating(ctx, node, depth)
     return None
@@ -213,11 +224,24 @@ def _context_around(ctx: FileContext, name: str) -> FileContext | None:
 
 def floating_by_name(name: str) -> bool | None:
     """What a tensor's name says of its dtype."""
-    if name.rpartition("_")[2] in _INTEGER_WORDS:
+    if names_a_count(name):
         return False
     if name in _FLOATING_NAMES or name.endswith(_FLOATING_ENDINGS):
         return True
     return None
+
+
+def held_words(name: str) -> str:
+    """The words of a name that say what it holds: those before `_per_`, after which a name gives the unit
+    (`num_bands_per_freq` holds a number of bands for each frequency, and no frequencies)."""
+    return name.partition("_per_")[0]
+
+
+def names_a_count(name: str) -> bool:
+    """Whether a name says it holds integers: a number of things (`num_bands`, `n_freqs`), or indices, lengths or a
+    mask (its last held word: `attention_mask`, `position_ids`)."""
+    held = held_words(name)
+    return held.partition("_")[0] in _COUNT_WORDS or held.rpartition("_")[2] in _INTEGER_WORDS
 
 
 def _name_is_floating(

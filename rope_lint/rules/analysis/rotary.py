@@ -29,7 +29,13 @@ from rope_lint.rules.analysis.context import (
     walk,
     written_for_torchscript,
 )
-from rope_lint.rules.analysis.dtypes import FLOATING_DTYPES, INTEGER_DTYPES
+from rope_lint.rules.analysis.dtypes import (
+    FLOATING_DTYPES,
+    INTEGER_DTYPES,
+    held_words,
+    is_floating_tensor,
+    names_a_count,
+)
 from rope_lint.rules.payloads import ClassRewrite
 
 if TYPE_CHECKING:
@@ -103,8 +109,11 @@ def is_table_name(name: str) -> bool:
 
 def names_table(name: str) -> bool:
     """Whether a name says it is a table: one the rope codemod rewrites, or frequencies (a name ending in `freqs`,
-    `pos_frequencies`; not `freq_embed`) or a cos/sin table (`freqs_cos`, `rope_sin`, `freqs_cis`)."""
-    return is_table_name(name) or _TABLE_WORDS.search(name) is not None
+    `pos_frequencies`; not `freq_embed`) or a cos/sin table (`freqs_cos`, `rope_sin`, `freqs_cis`); not a name that
+    says it counts (`num_freqs`, `num_bands_per_freq`: `dtypes.names_a_count`)."""
+    if is_table_name(name):
+        return True
+    return not names_a_count(name) and _TABLE_WORDS.search(held_words(name)) is not None
 
 
 def is_rotary_class_name(name: str) -> bool:
@@ -751,7 +760,10 @@ def _table_stores(ctx: FileContext) -> list[TableStore]:
     known = {id(store.node) for store in named}
     classes = [statement for statement in ctx.statements_with(STORE_NEEDLES) if isinstance(statement, ast.ClassDef)]
     computed = [store for cls in classes for store in _computed_stores(ctx, cls) if id(store.node) not in known]
-    return sorted([*named, *computed], key=lambda store: (store.node.lineno, store.node.col_offset))
+    # Whatever its name: `module.to(dtype)` and zero.Init cast floating tensors only, so integers and bools (a count,
+    # a mask, an int64 enumeration) are stored exactly.
+    tables = [store for store in [*named, *computed] if is_floating_tensor(ctx, store.value) is not False]
+    return sorted(tables, key=lambda store: (store.node.lineno, store.node.col_offset))
 
 
 def _computed_stores(ctx: FileContext, cls: ast.ClassDef) -> Iterator[TableStore]:
