@@ -129,6 +129,7 @@ def test_an_apply_rebuild_from_a_cast_buffer_is_no_guard() -> None:
         ("n_freqs", False),
         ("num_bands_per_freq", False),
         ("band_freqs", True),
+        ("sin_pos", True),
     ],
 )
 def test_names_that_say_table(name: str, says_table: bool) -> None:
@@ -177,3 +178,26 @@ def test_a_store_of_integers_or_bools_is_no_table_whatever_its_name() -> None:
         """
     )
     assert [store.name for store in rotary.table_stores(ctx)] == ["band_freqs"]
+
+
+def test_a_table_read_into_a_name_that_sounds_integral_stays_a_table() -> None:
+    # Only the code says a store holds integers: `sin_pos` and `cos_pos` hold what another module's functions return,
+    # and a name's last word (`pos`) says nothing of a table's dtype here.
+    ctx = context(
+        """
+        import torch
+        from .tables import rotary_cos, rotary_sin
+
+        class RotaryEmbedding(torch.nn.Module):
+            def __init__(self, dim, n):
+                super().__init__()
+                sin_pos = rotary_sin(dim, n)
+                cos_pos = rotary_cos(dim, n)
+                self.register_buffer("sin_pos", sin_pos, persistent=False)
+                self.register_buffer("cos_pos", cos_pos, persistent=False)
+
+            def forward(self, x):
+                return x * self.cos_pos + x * self.sin_pos
+        """
+    )
+    assert [store.name for store in rotary.table_stores(ctx)] == ["sin_pos", "cos_pos"]

@@ -110,22 +110,25 @@ def _names_a_dtype(node: ast.AST) -> bool:
     return "dtype" in name.lower()
 
 
-def is_floating_tensor(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool | None:
+def is_floating_tensor(ctx: FileContext, node: ast.expr, depth: int = 0, *, by_name: bool = True) -> bool | None:
+    """Whether the tensor `node` is floating. `by_name` false: what the code says alone, where a name's words
+    (`floating_by_name`) would decide, None."""
     if depth > 8:
         return None
     if isinstance(node, ast.Name):
-        return _name_is_floating(ctx, node, depth, dtype_name=False)
+        return _name_is_floating(ctx, node, depth, dtype_name=False, by_name=by_name)
     if isinstance(node, ast.Attribute):
         if is_self_attribute(node):
-            return _self_attribute_is_floating(ctx, node, depth)
-        return floating_by_name(node.attr)
+            return _self_attribute_is_floating(ctx, node, depth, by_name)
+        return _if_by_name(by_name, node.attr)
     if isinstance(node, ast.Subscript):
-        return is_floating_tensor(ctx, node.value, depth + 1)
-    return is_floating_expression(ctx, node, depth + 1)
+        return is_floating_tensor(ctx, node.value, depth + 1, by_name=by_name)
+    return is_floating_expression(ctx, node, depth + 1, by_name=by_name)
 
 
-def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool | None:
-    """The dtype class of an expression's result, where the code alone says it."""
+def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0, *, by_name: bool = True) -> bool | None:
+    """The dtype class of an expression's result, where the code alone says it (and its operands' names, unless not
+    `by_name`)."""
     if depth > 8:
         return None
     if isinstance(node, ast.Compare):
@@ -135,8 +138,8 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
             return True  # true division always yields a floating result
         if isinstance(node.op, _BITWISE_OPERATORS):
             return False  # defined for integers and bools only
-        left = is_floating_tensor(ctx, node.left, depth + 1)
-        right = is_floating_tensor(ctx, node.right, depth + 1)
+        left = is_floating_tensor(ctx, node.left, depth + 1, by_name=by_name)
+        right = is_floating_tensor(ctx, node.right, depth + 1, by_name=by_name)
         return True if True in (left, right) else None
     if isinstance(node, ast.Constant) and isinstance(node.value, float):
         return True
@@ -153,7 +156,7 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
             # A parameter holds its data's dtype: floating unless the data is known not to be (an integer lookup
             # table that is never trained, `nn.Parameter(torch.empty(n, dtype=torch.int32), requires_grad=False)`).
             data = node.args[0] if node.args else next((kw.value for kw in node.keywords if kw.arg == "data"), None)
-            return data is None or is_floating_tensor(ctx, data, depth + 1) is not False
+            return data is None or is_floating_tensor(ctx, data, depth + 1, by_name=by_name) is not False
         if name in ("torch.exp", "torch.sin", "torch.cos", "torch.outer", "torch.einsum"):
             return True
         if isinstance(node.func, ast.Attribute):
@@ -165,14 +168,14 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0) -> 
             if method in ("to", "type") and node.args:
                 return is_floating_dtype(ctx, node.args[0], depth + 1)
             if method == "type_as" and node.args:
-                return is_floating_tensor(ctx, node.args[0], depth + 1)
+                return is_floating_tensor(ctx, node.args[0], depth + 1, by_name=by_name)
             if method in DTYPE_PRESERVING_METHODS or method in _SUMS:
-                return is_floating_tensor(ctx, node.func.value, depth + 1)
-        return _returns_floating(ctx, node, depth)
+                return is_floating_tensor(ctx, node.func.value, depth + 1, by_name=by_name)
+        return _returns_floating(ctx, node, depth, by_name)
     return None
 
 
-def _returns_floating(ctx: FileContext, call: ast.Call, depth: int) -> bool | None:
+def _returns_floating(ctx: FileContext, call: ast.Call, depth: int, by_name: bool) -> bool | None:
     """A call of a function of the file, or of a method of the caller's class through `self.`: what its `return`
     statements give, where they agree (`theta = self.scaled(freqs)`, which returns `torch.tensor(..., dtype=
     freqs.dtype)`)."""
@@ -181,7 +184,7 @@ def _returns_floating(ctx: FileContext, call: ast.Call, depth: int) -> bool | No
         return None
     context, callee = found
     answers = {
-        is_floating_tensor(context, node.value, depth + 1)
+        is_floating_tensor(context, node.value, depth + 1, by_name=by_name)
         for node in walk(callee)
         if isinstance(node, ast.Return)
         and node.value is not None
@@ -224,11 +227,15 @@ def _context_around(ctx: FileContext, name: str) -> FileContext | None:
 
 def floating_by_name(name: str) -> bool | None:
     """What a tensor's name says of its dtype."""
-    if names_a_count(name):
+    if names_a_count(name) or held_words(name).rpartition("_")[2] in _INTEGER_WORDS:
         return False
     if name in _FLOATING_NAMES or name.endswith(_FLOATING_ENDINGS):
         return True
     return None
+
+
+def _if_by_name(by_name: bool, name: str) -> bool | None:
+    return floating_by_name(name) if by_name else None
 
 
 def held_words(name: str) -> str:
@@ -238,23 +245,29 @@ def held_words(name: str) -> str:
 
 
 def names_a_count(name: str) -> bool:
-    """Whether a name says it holds integers: a number of things (`num_bands`, `n_freqs`), or indices, lengths or a
-    mask (its last held word: `attention_mask`, `position_ids`)."""
-    held = held_words(name)
-    return held.partition("_")[0] in _COUNT_WORDS or held.rpartition("_")[2] in _INTEGER_WORDS
+    """Whether a name says it holds a number of things (`num_bands`, `n_freqs`, `num_bands_per_freq`)."""
+    return held_words(name).partition("_")[0] in _COUNT_WORDS
 
 
 def _name_is_floating(
-    ctx: FileContext, node: ast.Name, depth: int, *, dtype_name: bool, scopes: Iterable[FunctionNode] | None = None
+    ctx: FileContext,
+    node: ast.Name,
+    depth: int,
+    *,
+    dtype_name: bool,
+    scopes: Iterable[FunctionNode] | None = None,
+    by_name: bool = True,
 ) -> bool | None:
     """Follow a local name to its assignments or its parameter, innermost function first."""
     for function in ctx.enclosing_functions(node) if scopes is None else scopes:
         values = assigned_values(function, node.id, before_line=node.lineno)
         if values:
-            judge = is_floating_dtype if dtype_name else is_floating_tensor
-            answers = {judge(ctx, value, depth + 1) for value in values}
+            if dtype_name:
+                answers = {is_floating_dtype(ctx, value, depth + 1) for value in values}
+            else:
+                answers = {is_floating_tensor(ctx, value, depth + 1, by_name=by_name) for value in values}
             if answers == {None} and not dtype_name:
-                return floating_by_name(node.id)  # `word_emb = self.word_emb(ids)`: the name is all there is
+                return _if_by_name(by_name, node.id)  # `word_emb = self.word_emb(ids)`: the name is all there is
             if True in answers and False in answers:
                 return None
             return True if True in answers else (False if False in answers else None)
@@ -263,7 +276,7 @@ def _name_is_floating(
             argument, default = parameter
             if dtype_name:
                 return _dtype_parameter_is_floating(ctx, argument, default, depth)
-            return floating_by_name(node.id)
+            return _if_by_name(by_name, node.id)
     return None
 
 
@@ -279,7 +292,7 @@ def _dtype_parameter_is_floating(
     return None
 
 
-def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: int) -> bool | None:
+def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: int, by_name: bool) -> bool | None:
     """`self.inv_freq`: look at what the class assigns or registers under that name."""
     cls = ctx.enclosing_class(node)
     if cls is not None:
@@ -288,13 +301,13 @@ def _self_attribute_is_floating(ctx: FileContext, node: ast.Attribute, depth: in
                 continue
             for value in _self_attribute_values(ctx, method, node.attr):
                 answer = (
-                    _name_is_floating(ctx, value, depth + 1, dtype_name=False, scopes=[method])
+                    _name_is_floating(ctx, value, depth + 1, dtype_name=False, scopes=[method], by_name=by_name)
                     if isinstance(value, ast.Name)
-                    else is_floating_expression(ctx, value, depth + 1)
+                    else is_floating_expression(ctx, value, depth + 1, by_name=by_name)
                 )
                 if answer is not None:
                     return answer
-    return floating_by_name(node.attr)
+    return _if_by_name(by_name, node.attr)
 
 
 def _self_attribute_values(ctx: FileContext, method: FunctionNode, attribute: str) -> list[ast.expr]:

@@ -761,8 +761,11 @@ def _table_stores(ctx: FileContext) -> list[TableStore]:
     classes = [statement for statement in ctx.statements_with(STORE_NEEDLES) if isinstance(statement, ast.ClassDef)]
     computed = [store for cls in classes for store in _computed_stores(ctx, cls) if id(store.node) not in known]
     # Whatever its name: `module.to(dtype)` and zero.Init cast floating tensors only, so integers and bools (a count,
-    # a mask, an int64 enumeration) are stored exactly.
-    tables = [store for store in [*named, *computed] if is_floating_tensor(ctx, store.value) is not False]
+    # a mask, an int64 enumeration) are stored exactly. By the code alone: a table's value may be read into a name
+    # that sounds integral (`sin_pos`).
+    tables = [
+        store for store in [*named, *computed] if is_floating_tensor(ctx, store.value, by_name=False) is not False
+    ]
     return sorted(tables, key=lambda store: (store.node.lineno, store.node.col_offset))
 
 
