@@ -268,3 +268,17 @@ def verify_changes_prelude(path: Path) -> str:
             for verification in verify_changes([(PATH, ORIGINAL, fixed)]):
                 print(verification.status, verification.name, verification.detail, sep="|")
     """)
+
+
+def enumeration_cast(path: str, line: int, column: int) -> bool:
+    """Whether the RPL101 finding at `path`:`line`:`column` is of an integer enumeration that a cast right after gives a
+    floating dtype (`torch.arange(n).to(dtype)`), not of an enumeration in a floating `dtype=`."""
+    import ast
+
+    from rope_lint.rules.analysis import enumerations
+    from rope_lint.rules.analysis.context import FileContext
+
+    source = Path(path).read_text()
+    ctx = FileContext(path, source, ast.parse(source), ("arange",))
+    [call] = [c for c in ctx.calls("torch.arange") if (c.lineno, c.col_offset) == (line, column)]
+    return enumerations.is_integer_enumeration(ctx, call) and enumerations.cast_after(ctx, call) is not None

@@ -76,6 +76,13 @@ def test_every_flagged_example_passes_its_rules_screen(rule: type[Rule], example
         "ids = torch.arange(n, device=device).expand(b, n) * 2\n",  # an int here; `* 2 * 0.5` the text cannot tell
         't = torch.arange(len("x"))\n',  # a string inside the call: left in doubt
         "t = torch.arange(\n",  # an unclosed call
+        # A cast right after, which may give the integer enumeration a floating dtype (RPL101).
+        "t = torch.arange(n, dtype=torch.int64, device=device).to(dtype)\n",
+        "t = torch.arange(n).to(x.device, x.dtype)\n",
+        "t = torch.arange(n).to(half)\n",  # a name the text cannot tell from a device's
+        "t = torch.arange(n, device=x.device).type_as(self.inv_freq)\n",
+        "t = torch.arange(n).bfloat16()\n",
+        "t = torch.arange(\n    n, dtype=torch.int64\n)\n    .to(dtype)\n",
     ],
 )
 def test_what_a_rule_could_flag_is_kept(code: str) -> None:
@@ -90,6 +97,10 @@ def test_what_a_rule_could_flag_is_kept(code: str) -> None:
         "ids = torch.arange(n)\n",
         "ids = torch.arange(n, device=device).expand(b, n) < lengths[:, None]\n",
         "ids = np.arange(n)\n",
+        "ids = torch.arange(n).to(device)\n",  # a move to a device keeps the dtype
+        "ids = torch.arange(n).to(x.device, non_blocking=True)\n",
+        "ids = torch.arange(n).to(device=hidden_states.device)\n",
+        "ids = torch.arange(n).long()\n",
         "ids = torch.arange(\n    n + 1, dtype=torch.int32, device=d\n)  # a copy here\nfirst = ids[:-1] / 2\n",
     ],
 )

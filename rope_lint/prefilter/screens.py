@@ -29,8 +29,8 @@ _LONGEST_CALL = 4096
 
 def arange_may_be_hazard(data: bytes, position: int) -> bool:
     """The RPL1xx rules: False only for an `arange(...)` whose bounds hold no float literal, whose dtype is absent
-    or a literal integer one, and that no arithmetic operator takes as an operand (`/`, or `*`, `+`, `-`, `%` with
-    what may be a Python float)."""
+    or a literal integer one, that no cast follows (`.to(dtype)`; a move to a device is no cast), and that no
+    arithmetic operator takes as an operand (`/`, or `*`, `+`, `-`, `%` with what may be a Python float)."""
     start = position + len(b"arange")
     if data[start : start + 1] != b"(":
         return True
@@ -42,8 +42,27 @@ def arange_may_be_hazard(data: bytes, position: int) -> bool:
         return True
     if _DTYPE.search(arguments) and not _INTEGER_DTYPE.search(arguments):
         return True
+    if _cast_after(data, end + 1):
+        return True
     # A comment before the call can hide the operator on a previous line: it keeps the call too.
     return _next_operator(data, end + 1) in _ARITHMETIC or _previous_operator(data, position) in (*_ARITHMETIC, b"#")
+
+
+# A cast chained right onto the call, which may give the integer enumeration a floating dtype (RPL101's casts).
+_CAST = re.compile(rb"(?:[ \t\r\n\\]|#[^\n]*)*\.\s*(to|type|type_as|half|bfloat16)\s*\(")
+# `.to(device)`, `.to(x.device)`, `.to(device=device)`: a move, which keeps the dtype.
+_MOVE_ONLY = re.compile(rb"\s*(?:device\s*=\s*)?[\w.]*device\s*(?:,\s*non_blocking\s*=\s*\w+\s*)?,?\s*")
+
+
+def _cast_after(data: bytes, offset: int) -> bool:
+    """Whether a cast follows the call that ends before `offset`: any but a `.to(...)` that only moves it."""
+    cast = _CAST.match(data, offset)
+    if cast is None:
+        return False
+    if cast.group(1) != b"to":
+        return True
+    end = _closing_bracket(data, cast.end() - 1)
+    return end is None or _MOVE_ONLY.fullmatch(data, cast.end(), end) is None
 
 
 _ARITHMETIC = (b"/", b"*", b"+", b"-", b"%")

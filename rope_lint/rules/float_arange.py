@@ -9,7 +9,7 @@ from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules import payloads
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.analysis.dtypes import is_floating_dtype, qualified_dtype
+from rope_lint.rules.analysis.dtypes import is_floating_dtype, is_floating_tensor, qualified_dtype
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ _MAKES_A_SCHEDULE = (
 
 class FloatArange(Rule):
     """
-    `torch.arange` enumerates integer positions in a floating dtype.
+    `torch.arange` enumerates integer positions in a floating dtype, or is cast to one right after.
 
     ## What it does
     Flags `torch.arange` with integer-valued bounds (or a fractional start and an integral step, as in
@@ -67,6 +67,11 @@ class FloatArange(Rule):
     a literal dtype just before (`x = x.to(torch.float32)`, then `dtype=x.dtype`) counts as that literal, and a
     submodule's `forward` gets the dtype that the module holding it passes (`self.rope(n, dtype=torch.float32)` where
     `self.rope = Rope()`).
+
+    An integer enumeration cast right after to such a dtype counts too, wherever it runs: `.to(x.dtype)`,
+    `.to(dtype=dtype)`, `.to(device, dtype)`, `.type(dtype)`, `.type_as(x)` with `x` shown to be floating, `.half()`
+    and `.bfloat16()`. A cast to an explicit float32 or float64 (`.float()`, `.to(torch.float32)`,
+    `.to(torch.promote_types(dtype, torch.float32))`) is exact, and nothing casts what it made.
 
     ## Why is this bad?
     DeepSpeed's `zero.Init()` casts every floating tensor that a constructor returns to the training
@@ -108,6 +113,12 @@ class FloatArange(Rule):
       float64: `.to(torch.promote_types(<dtype>, torch.float32))`, unsafe: bf16 becomes float32, while
       float32 and float64 stay as they were.
 
+    A cast after an integer enumeration (`torch.arange(n).to(x.dtype)`) gets no fix: positions of float32 or wider
+    would make what follows float32 where it was bf16, and a matmul of them with bf16 weights raises. Cast them to
+    float32 or wider, and cast what they compute to the model's dtype where it is used. In a rotary class that the
+    rope codemod rewrites (RPL202), `.type_as(self.inv_freq)` goes with the class: the codemod casts those positions to
+    float32.
+
     Where the start or the step is not proven integral, the enumeration stays floating. A dtype known only at run
     time becomes `torch.promote_types(<dtype>, torch.float32)`, unsafe for the same reason, and only in a
     method that no constructor runs (neither `__init__`, a method it reaches through `self.`, nor a
@@ -132,7 +143,10 @@ class FloatArange(Rule):
     (Apple's MPS) lowers it where DeepSpeed's zero.Init does not run, and one that returns bf16 from them is not seen. A
     module built inside a pipeline call runs its `__init__` after the model is loaded; rope-lint cannot tell it from a
     model's module, and reports it. Bounds read from attributes (`self.max_seq_len`, `config.hidden_size`) are not
-    proven integral: as an end they are rounded up, as a start or a step they leave the finding without a fix.
+    proven integral: as an end they are rounded up, as a start or a step they leave the finding without a fix. A cast
+    is read only where it follows the call directly, and `.to(x)` only where its argument names a dtype: a cast after
+    another method (`torch.arange(n)[None].to(dtype)`), and `.to(other_tensor)`, which takes that tensor's dtype, are
+    not seen.
     """
 
     code = "RPL101"
@@ -144,6 +158,9 @@ class FloatArange(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
+            if enumerations.is_integer_enumeration(ctx, call):
+                yield from self._floating_casts(ctx, call)
+                continue
             dtype = enumerations.dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call):
                 continue
@@ -179,6 +196,39 @@ class FloatArange(Rule):
                 yield self.report(
                     call, f"{hazard}; its start or step is not proven integral, so int64 may change it", fix, called
                 )
+
+    def _floating_casts(self, ctx: FileContext, call: ast.Call) -> Iterator[Flagged]:
+        """An integer enumeration cast right after to a floating dtype that can be low precision: rounded as an
+        enumeration in that dtype is, though neither zero.Init nor the default dtype acts on the cast."""
+        found = enumerations.cast_after(ctx, call)
+        if found is None:
+            return
+        cast, argument = found
+        method = cast.func.attr  # type: ignore[union-attr]  # `cast_after` gives a method's call
+        rounding = "above 256 in bf16"
+        if argument is None:
+            target, rounding = {"half": ("float16", "above 2048"), "bfloat16": ("bfloat16", "above 256")}[method]
+        elif method == "type_as":
+            if is_floating_tensor(ctx, argument) is not True:
+                return
+            if enumerations.at_least_float32(enumerations.tensor_literal_dtypes(ctx, argument)):
+                return  # float32 holds integers exactly to 2**24, and nothing casts what a cast made
+            target = f"the dtype of `{ast.unparse(argument)}`"
+        else:
+            floating = is_floating_dtype(ctx, argument)
+            if enumerations.may_be_none(ctx, call, argument):
+                floating = None  # `.to(dtype=None)` keeps the int64: only a caller's floating dtype counts
+            if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, argument))):
+                return
+            if enumerations.at_least_float32(enumerations.literal_dtypes(ctx, argument)):
+                return
+            target = f"`{ast.unparse(argument)}`"
+        shown = f".{method}()" if argument is None else f".{method}(...)"
+        yield self.report(
+            cast,
+            f"`torch.arange` enumerates positions in int64, then `{shown}` casts them to {target}, which rounds them "
+            f"{rounding}; cast to float32 or wider, and to the model's dtype only where they are used",
+        )
 
     def fix(self, node: cst.CSTNode, payload: payloads.Int64Enumeration | payloads.PromotedDtype) -> cst.CSTNode:
         from rope_lint.rules import edits
@@ -668,6 +718,35 @@ class FloatArange(Rule):
             "        return torch.arange(0.5, x.shape[-1], dtype=torch.float32)\n"
         ),
         Valid("import torch\nt = torch.arange(n, dtype=torch.int64).float()\n"),
+        # An integer enumeration cast right after to a dtype that can be low precision: no fix (Fix safety).
+        Invalid(
+            "import torch\n"
+            "def positions(hidden_states, n: int):\n"
+            "    return torch.arange(n, device=hidden_states.device).to(hidden_states.dtype)\n"
+        ),
+        Invalid("import torch\ndef f(n: int, dtype: torch.dtype):\n    return torch.arange(n).to(dtype=dtype)\n"),
+        Invalid("import torch\ndef f(x, n: int):\n    return torch.arange(n, dtype=torch.int64).type_as(x)\n"),
+        Invalid("import torch\nsteps = torch.arange(4096).bfloat16()\n"),
+        # Cast to float32 or wider, moved to a device, or cast to an integer tensor's dtype: exact.
+        Valid("import torch\ndef f(x, n: int):\n    return torch.arange(n, device=x.device).to(torch.float32)\n"),
+        Valid(
+            "import torch\n"
+            "def f(x, n: int):\n"
+            "    return torch.arange(n).to(torch.promote_types(x.dtype, torch.float32))\n"
+        ),
+        Valid("import torch\ndef f(x, n: int):\n    return torch.arange(n).to(x.device)\n"),
+        Valid("import torch\ndef f(input_ids, n: int):\n    return torch.arange(n).type_as(input_ids)\n"),
+        Valid(
+            # Frequencies computed from a float32 enumeration are float32 or wider, whatever the other operands.
+            "import torch\n"
+            "def table(n: int, dim: int):\n"
+            "    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))\n"
+            "    return torch.outer(torch.arange(n).type_as(inv_freq), inv_freq)\n"
+        ),
+        Valid(
+            # A dtype that defaults to None, which no caller in the file gives: `.to(dtype=None)` keeps the int64.
+            "import torch\ndef frequencies(dim: int, dtype=None):\n    return torch.arange(0, dim, 2).to(dtype=dtype)\n"
+        ),
         Valid("import torch\ndef f(bbox):\n    return torch.arange(4, dtype=bbox.dtype)\n"),
         Valid("import torch\ndef f(input_ids):\n    return torch.arange(input_ids.shape[1], dtype=input_ids.dtype)\n"),
         Valid(

@@ -105,6 +105,16 @@ def chosen_from_literals(ctx: FileContext, call: ast.Call) -> frozenset[str] | N
     return frozenset(given - {None})
 
 
+def names_a_dtype(ctx: FileContext, node: ast.expr) -> bool:
+    """Whether `node` is a dtype: one spelled out (`torch.bfloat16`), the default dtype, or a name or attribute that
+    says it holds one (`dtype`, `x.dtype`, `self.compute_dtype`)."""
+    if qualified_dtype(ctx, node) is not None:
+        return True
+    if isinstance(node, ast.Call):
+        return ctx.qualified_name(node.func) == "torch.get_default_dtype"
+    return _names_a_dtype(node)
+
+
 def _names_a_dtype(node: ast.AST) -> bool:
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
     return "dtype" in name.lower()

@@ -18,6 +18,8 @@ from rope_lint.rules.analysis.dtypes import (
     assigned_values,
     chosen_from_literals,
     floating_by_name,
+    is_floating_dtype,
+    names_a_dtype,
     parameter_of,
     qualified_dtype,
 )
@@ -82,6 +84,36 @@ def _non_integral_literal(node: ast.expr | None) -> bool:
 
 def dtype_argument(call: ast.Call) -> ast.expr | None:
     return next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
+
+
+def is_integer_enumeration(ctx: FileContext, call: ast.Call) -> bool:
+    """Whether `torch.arange(...)` enumerates in an integer dtype: a literal integer `dtype=`, one the code shows to be
+    integral (`input_ids.dtype`), or none, with no float literal among the bounds (those give the default dtype)."""
+    dtype = dtype_argument(call)
+    if dtype is None:
+        return not float_literals(call)
+    return is_floating_dtype(ctx, dtype) is False
+
+
+def cast_after(ctx: FileContext, call: ast.Call) -> tuple[ast.Call, ast.expr | None] | None:
+    """The cast chained right onto `call` that gives it a dtype, and what says which: the dtype of `.to(dtype)`,
+    `.to(dtype=dtype)`, `.to(device, dtype)` and `.type(dtype)`; the tensor of `.type_as(t)`; None for `.half()` and
+    `.bfloat16()`, which name theirs. A `.to(...)` whose arguments name no dtype (a device, or a tensor, as in
+    `.to(x)`) is no cast here: `.to(x)` takes `x`'s dtype only where `x` is a tensor."""
+    method = ctx.parent(call)
+    cast = ctx.parent(method) if isinstance(method, ast.Attribute) else None
+    if not (isinstance(cast, ast.Call) and cast.func is method):
+        return None
+    name = method.attr
+    if name in ("half", "bfloat16"):
+        return None if cast.args or cast.keywords else (cast, None)
+    if name == "type_as":
+        return (cast, cast.args[0]) if len(cast.args) == 1 and not cast.keywords else None
+    if name not in ("to", "type"):
+        return None
+    keyword = dtype_argument(cast)
+    candidates = [keyword] if keyword is not None else cast.args[:2] if name == "to" else cast.args[:1]
+    return next(((cast, node) for node in candidates if names_a_dtype(ctx, node)), None)
 
 
 # Is the enumeration integral?
@@ -477,7 +509,7 @@ def int64_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr | None, rounding
     alias = torch_alias(ctx, call)
     if alias is None:
         return None
-    if dtype is not None and _may_be_none(ctx, call, dtype):
+    if dtype is not None and may_be_none(ctx, call, dtype):
         return None
     safety, cast = _cast_back(ctx, dtype, alias)
     # Where `.float()` follows already, the result is float32 whatever the dtype was, and stays so.
@@ -523,7 +555,7 @@ def promoted(alias: str, dtype: ast.expr) -> str:
     return f"{alias}.promote_types({ast.unparse(dtype)}, {alias}.float32)"
 
 
-def _may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
+def may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
     """Whether `dtype` is a parameter of a function around `call` that may be None: it defaults to None, its
     annotation admits None (`torch.dtype | None`, `Optional[torch.dtype]`), or, not annotated, a call in the file hands
     it something that may be None (`make_freqs(dim, dtype=dtype)` in a caller whose own `dtype` defaults to None).
@@ -592,7 +624,7 @@ def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix
     float32: `dtype=torch.promote_types(<dtype>, torch.float32)`. Only where the file shows that the call cannot run
     at construction (`runs_only_after_construction`), where zero.Init would cast it whatever its dtype."""
     alias = torch_alias(ctx, call)
-    if alias is None or runs_only_after_construction(ctx, call) != frozenset() or _may_be_none(ctx, call, dtype):
+    if alias is None or runs_only_after_construction(ctx, call) != frozenset() or may_be_none(ctx, call, dtype):
         return None
     return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype)))
 
@@ -977,6 +1009,12 @@ def only_float64(literals: frozenset[str] | None) -> bool:
     return literals is not None and literals <= _FLOAT64
 
 
+def at_least_float32(literals: frozenset[str] | None) -> bool:
+    """Whether an expression's literal dtypes (`literal_dtypes`) are float32 or float64 alone: an integer enumeration
+    cast to them is exact to 2**24 at least."""
+    return literals is not None and literals <= _FLOAT32_OR_64
+
+
 def explicit_float32_after_construction(
     ctx: FileContext, call: ast.Call, literals: frozenset[str] | None
 ) -> frozenset[str] | None:
@@ -1056,6 +1094,13 @@ def _literal_dtypes(ctx: FileContext, node: ast.expr, scope: FunctionNode | None
     return _union(options)
 
 
+def tensor_literal_dtypes(ctx: FileContext, tensor: ast.expr) -> frozenset[str] | None:
+    """The literal dtypes that `tensor` can have, as `literal_dtypes` reads them for its `.dtype`: a name that the
+    function around it casts to one, or computes in one, before."""
+    functions = list(ctx.enclosing_functions(tensor))
+    return _cast_dtype(ctx, functions[0], tensor) if isinstance(tensor, ast.Name) and functions else None
+
+
 def _union(options: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
     found: frozenset[str] = frozenset()
     for option in options:
@@ -1066,9 +1111,14 @@ def _union(options: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
 
 
 def _cast_dtype(ctx: FileContext, scope: FunctionNode, tensor: ast.Name) -> frozenset[str] | None:
-    """`x.dtype` where every assignment to `x` before it casts to one literal dtype, and one of them is a statement
-    of the function's own body: `inputs = inputs.to(torch.float32)`."""
-    values = assigned_values(scope, tensor.id, before_line=tensor.lineno)
+    """`x.dtype` where every assignment to `x` before it, but a move of `x` to a device, gives it one literal dtype,
+    and one of them is a statement of the function's own body: `inputs = inputs.to(torch.float32)`, or arithmetic on
+    a float32 enumeration (`inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))`)."""
+    values = [
+        value
+        for value in assigned_values(scope, tensor.id, before_line=tensor.lineno)
+        if not _moves_itself(ctx, value, tensor.id)
+    ]
     unconditional = any(
         isinstance(statement, ast.Assign) and statement.value in values and statement.lineno < tensor.lineno
         for statement in scope.body
@@ -1079,7 +1129,26 @@ def _cast_dtype(ctx: FileContext, scope: FunctionNode, tensor: ast.Name) -> froz
     return frozenset(casts)  # type: ignore[arg-type]
 
 
+def _moves_itself(ctx: FileContext, value: ast.expr, name: str) -> bool:
+    """`x.to(device)` assigned to `x`: a move, which keeps the dtype that `x` had."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "to"
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+        and dtype_argument(value) is None
+        and not any(names_a_dtype(ctx, argument) for argument in value.args)
+    )
+
+
 def _cast_literal(ctx: FileContext, value: ast.expr) -> str | None:
+    """The literal dtype that an assigned value has for sure: a cast to one (`x.float()`, `x.to(torch.float32)`), or
+    arithmetic on a float32 enumeration (float32 or wider, read as float32); None otherwise."""
+    if isinstance(value, ast.BinOp) and _holds_float32_enumeration(ctx, value):
+        # Arithmetic with a float32 tensor of positions is float32 or wider: type promotion never lowers a tensor with
+        # dimensions, whatever the other operand (a Python number, a 0-dim tensor, a bf16 tensor).
+        return "torch.float32"
     if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
         return None
     method = value.func.attr
@@ -1090,6 +1159,25 @@ def _cast_literal(ctx: FileContext, value: ast.expr) -> str | None:
         literal = None if target is None else qualified_dtype(ctx, target)
         return None if literal is None else _CANONICAL_DTYPES.get(literal, literal)
     return None
+
+
+def _holds_float32_enumeration(ctx: FileContext, node: ast.expr) -> bool:
+    """Whether arithmetic (`node`) has among its operands, at any depth of its arithmetic, an enumeration cast to
+    float32 (`torch.arange(...).float()`, `.to(torch.float32)`; sliced or not)."""
+    if isinstance(node, ast.BinOp):
+        return _holds_float32_enumeration(ctx, node.left) or _holds_float32_enumeration(ctx, node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _holds_float32_enumeration(ctx, node.operand)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    receiver = node.func.value
+    while isinstance(receiver, ast.Subscript):
+        receiver = receiver.value
+    return (
+        isinstance(receiver, ast.Call)
+        and ctx.qualified_name(receiver.func) == "torch.arange"
+        and _cast_literal(ctx, node) in _FLOAT32_OR_64
+    )
 
 
 def _passed_arguments(
