@@ -226,7 +226,7 @@ class FloatArange(Rule):
         shown = f".{method}()" if argument is None else f".{method}(...)"
         yield self.report(
             cast,
-            f"`torch.arange` enumerates positions in int64, then `{shown}` casts them to {target}, which rounds them "
+            f"`torch.arange` enumerates integer positions, then `{shown}` casts them to {target}, which rounds them "
             f"{rounding}; cast to float32 or wider, and to the model's dtype only where they are used",
         )
 

@@ -88,10 +88,11 @@ def dtype_argument(call: ast.Call) -> ast.expr | None:
 
 def is_integer_enumeration(ctx: FileContext, call: ast.Call) -> bool:
     """Whether `torch.arange(...)` enumerates in an integer dtype: a literal integer `dtype=`, one the code shows to be
-    integral (`input_ids.dtype`), or none, with no float literal among the bounds (those give the default dtype)."""
+    integral (`input_ids.dtype`), or none, with no bound a Python float (`2.0`, `n * 0.5`), which gives the default
+    dtype."""
     dtype = dtype_argument(call)
     if dtype is None:
-        return not float_literals(call)
+        return not any(is_python_float(ctx, bound) for bound in bounds(call))
     return is_floating_dtype(ctx, dtype) is False
 
 
