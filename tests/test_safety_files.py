@@ -308,8 +308,9 @@ def test_stale_temporaries_of_the_folders_fixed_are_removed(tmp_path: Path) -> N
 
 def test_the_workers_of_a_killed_fix_stop_writing(tmp_path: Path) -> None:
     """A fix spread over worker processes, its main process killed as soon as it has written a file: a second later
-    no file has changed since the kill."""
-    files = tree_of(tmp_path, 120, "import torch\n\nTABLE = torch.arange(4096, dtype=torch.float32)\n")
+    no file has changed since the kill. Enough files that their writes take several polls (120 took 30 ms, within one
+    poll of a loaded machine: the run once ended before the kill)."""
+    files = tree_of(tmp_path, 480, "import torch\n\nTABLE = torch.arange(4096, dtype=torch.float32)\n")
     original = files[0].read_bytes()
     # A session of its own, so that whatever outlives the kill can be stopped at the end of the test.
     process = subprocess.Popen(
@@ -322,7 +323,7 @@ def test_the_workers_of_a_killed_fix_stop_writing(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 60
         while all(path.read_bytes() == original for path in files) and time.monotonic() < deadline:
-            time.sleep(0.02)
+            time.sleep(0.005)
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         at_kill = [path.read_bytes() for path in files]
