@@ -146,7 +146,9 @@ class FloatArange(Rule):
     proven integral: as an end they are rounded up, as a start or a step they leave the finding without a fix. A cast
     is read only where it follows the call directly, and `.to(x)` only where its argument names a dtype: a cast after
     another method (`torch.arange(n)[None].to(dtype)`), and `.to(other_tensor)`, which takes that tensor's dtype, are
-    not seen.
+    not seen. A cast to a `dtype` parameter that may be None counts only where a caller in the file passes a floating
+    dtype, where an enumeration's `dtype=` of such a parameter is flagged whatever the callers: a public helper's cast
+    that only callers outside the file give bf16 is not seen.
     """
 
     code = "RPL101"
@@ -206,8 +208,9 @@ class FloatArange(Rule):
         cast, argument = found
         method = cast.func.attr  # type: ignore[union-attr]  # `cast_after` gives a method's call
         rounding = "above 256 in bf16"
-        if argument is None:
-            target, rounding = {"half": ("float16", "above 2048"), "bfloat16": ("bfloat16", "above 256")}[method]
+        if argument is None:  # `.half()`, `.bfloat16()`
+            literal = enumerations.cast_literal(ctx, cast)
+            target, rounding = f"`{literal}`", "above 2048" if literal == "torch.float16" else "above 256"
         elif method == "type_as":
             if is_floating_tensor(ctx, argument) is not True:
                 return
@@ -217,7 +220,10 @@ class FloatArange(Rule):
         else:
             floating = is_floating_dtype(ctx, argument)
             if enumerations.may_be_none(ctx, call, argument):
-                floating = None  # `.to(dtype=None)` keeps the int64: only a caller's floating dtype counts
+                # Unlike `dtype=`, where RPL101 takes such a parameter to carry the model's dtype for callers outside
+                # the file too (Known problems): a cast may be to None (`.to(dtype=None)` keeps the int64), so only a
+                # caller in the file that passes a floating dtype counts.
+                floating = None
             if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, argument))):
                 return
             if enumerations.at_least_float32(enumerations.literal_dtypes(ctx, argument)):
@@ -746,6 +752,14 @@ class FloatArange(Rule):
         Valid(
             # A dtype that defaults to None, which no caller in the file gives: `.to(dtype=None)` keeps the int64.
             "import torch\ndef frequencies(dim: int, dtype=None):\n    return torch.arange(0, dim, 2).to(dtype=dtype)\n"
+        ),
+        Invalid(
+            # The same, where a caller in the file passes an activation's dtype.
+            "import torch\n"
+            "def frequencies(dim: int, dtype=None):\n"
+            "    return torch.arange(0, dim, 2).to(dtype=dtype)\n"
+            "def embed(hidden_states):\n"
+            "    return frequencies(64, dtype=hidden_states.dtype)\n"
         ),
         Valid("import torch\ndef f(bbox):\n    return torch.arange(4, dtype=bbox.dtype)\n"),
         Valid("import torch\ndef f(input_ids):\n    return torch.arange(input_ids.shape[1], dtype=input_ids.dtype)\n"),

@@ -1124,7 +1124,7 @@ def _cast_dtype(ctx: FileContext, scope: FunctionNode, tensor: ast.Name) -> froz
         isinstance(statement, ast.Assign) and statement.value in values and statement.lineno < tensor.lineno
         for statement in scope.body
     )
-    casts = {_cast_literal(ctx, value) for value in values}
+    casts = {cast_literal(ctx, value) for value in values}
     if not unconditional or len(casts) != 1 or None in casts:
         return None
     return frozenset(casts)  # type: ignore[arg-type]
@@ -1143,7 +1143,7 @@ def _moves_itself(ctx: FileContext, value: ast.expr, name: str) -> bool:
     )
 
 
-def _cast_literal(ctx: FileContext, value: ast.expr) -> str | None:
+def cast_literal(ctx: FileContext, value: ast.expr) -> str | None:
     """The literal dtype that an assigned value has for sure: a cast to one (`x.float()`, `x.to(torch.float32)`), or
     arithmetic on a float32 enumeration (float32 or wider, read as float32); None otherwise."""
     if isinstance(value, ast.BinOp) and _holds_float32_enumeration(ctx, value):
@@ -1177,7 +1177,7 @@ def _holds_float32_enumeration(ctx: FileContext, node: ast.expr) -> bool:
     return (
         isinstance(receiver, ast.Call)
         and ctx.qualified_name(receiver.func) == "torch.arange"
-        and _cast_literal(ctx, node) in _FLOAT32_OR_64
+        and cast_literal(ctx, node) in _FLOAT32_OR_64
     )
 
 
