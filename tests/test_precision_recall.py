@@ -45,7 +45,7 @@ def triage() -> list[dict[str, str]]:
 
 
 # docs/measurements.md's table: per family, (reported, true among them, debatable, false, true in all: found or missed).
-DIFFUSERS: dict[str, tuple[int, int, int, int, int]] = {"RPL1": (34, 27, 5, 2, 27), "RPL2": (59, 52, 7, 0, 52)}
+DIFFUSERS: dict[str, tuple[int, int, int, int, int]] = {"RPL1": (36, 27, 7, 2, 27), "RPL2": (59, 52, 7, 0, 52)}
 # The false alarms left, by the triage's shape: issue 20 asks for none of its shapes (`fa:*`); these are the ones
 # that stay (docs/measurements.md, "Precision and recall").
 FALSE_ALARMS_LEFT: dict[str, int] = {
@@ -95,7 +95,7 @@ def precision_and_recall(reported: int, true: int, all_true: int) -> str:
 #   then (`random.Random(21)`), each a miss or fine.
 # The docs' figures: (distinct texts flagged now, sampled texts still flagged, true among them, misses in the
 # recall sample, misses the rules flag now).
-RPL1_SAMPLES = (64, 38, 26, 9, 5)
+RPL1_SAMPLES = (71, 38, 26, 9, 8)
 CANDIDATE_TEXTS = 112
 
 
@@ -131,21 +131,40 @@ def test_transformers_newest_release_rpl1_precision_and_recall_from_the_hand_tri
     assert (len(flagged), len(precision), len(true), len(misses), len(caught)) == RPL1_SAMPLES
 
 
-# RPL101's integer enumerations cast afterwards to a dtype that can be bf16 (flagged since the samples were drawn), each
-# distinct line triaged by hand (tests/data/transformers-5.24.0-rpl101-casts-triage.tsv). The docs' figures: (true
-# distinct lines, distinct lines, true findings, findings).
+# RPL101's integer enumerations cast afterwards to a dtype that can be bf16, and RPL105's grids of points one apart
+# (both flagged since the samples were drawn), each distinct line triaged by hand
+# (tests/data/transformers-5.24.0-rpl101-casts-triage.tsv, tests/data/transformers-5.24.0-rpl105-triage.tsv). The docs'
+# figures: (true distinct lines, distinct lines, true findings, findings).
 CASTS_TRIAGED = (10, 11, 42, 57)
+GRIDS_TRIAGED = (5, 7, 26, 28)
+
+
+def as_triaged(found: Counter[str], table: str) -> tuple[int, int, int, int]:
+    """The figures of the findings' distinct lines, `found` (by text, with their occurrences), once each is checked to
+    be a row of the hand triage `table` (tests/data/), and the triage to list nothing else."""
+    with (REPO / "tests" / "data" / table).open(newline="") as rows_file:
+        rows = list(csv.DictReader(rows_file, delimiter="\t"))
+    assert found == {row["text"]: int(row["occurrences"]) for row in rows}
+    true = [row for row in rows if row["verdict"] == "true"]
+    return len(true), len(rows), sum(int(row["occurrences"]) for row in true), sum(found.values())
 
 
 def test_transformers_newest_release_rpl101_casts_are_those_triaged_by_hand(newest_rpl1) -> None:
-    casts = Counter(line_text(d) for d in newest_rpl1 if enumeration_cast(d.path, d.start.line, d.start.column))
-    with (REPO / "tests" / "data" / "transformers-5.24.0-rpl101-casts-triage.tsv").open(newline="") as table:
-        rows = list(csv.DictReader(table, delimiter="\t"))
-    assert casts == {row["text"]: int(row["occurrences"]) for row in rows}
-    true = [row for row in rows if row["verdict"] == "true"]
-    counted = (len(true), len(rows), sum(int(row["occurrences"]) for row in true), sum(casts.values()))
+    casts = Counter(
+        line_text(d)
+        for d in newest_rpl1
+        if d.code == "RPL101" and enumeration_cast(d.path, d.start.line, d.start.column)
+    )
+    counted = as_triaged(casts, "transformers-5.24.0-rpl101-casts-triage.tsv")
     print(f"transformers {NEW} RPL101 casts: (true lines, lines, true findings, findings) = {counted}")
     assert counted == CASTS_TRIAGED
+
+
+def test_transformers_newest_release_rpl105_grids_are_those_triaged_by_hand(newest_rpl1) -> None:
+    grids = Counter(line_text(d) for d in newest_rpl1 if d.code == "RPL105")
+    counted = as_triaged(grids, "transformers-5.24.0-rpl105-triage.tsv")
+    print(f"transformers {NEW} RPL105 grids: (true lines, lines, true findings, findings) = {counted}")
+    assert counted == GRIDS_TRIAGED
 
 
 # The docs' figures, by class (module docstring): (measured classes with a finding, the hazardous among them,

@@ -30,15 +30,21 @@ NOT_HAZARD_LINES = 24  # changed arange lines that could not (tests/data/pr28760
 # Genuine float enumerations that the PR missed: 3 in a floating dtype, 3 integer enumerations times a Python float
 # (RPL103), in the default dtype (PatchTST's and PatchTSMixer's sinusoid timescales and Whisper's `sinusoids`), and 5
 # integer enumerations cast to their rotary class's `inv_freq` dtype (`.type_as(self.inv_freq)`: CLVP, ESM,
-# SeamlessM4T, Wav2Vec2-BERT, Wav2Vec2-Conformer), bf16 once `module.to(torch.bfloat16)` has cast the buffer.
-FINDINGS_BEYOND_THE_PR = 11
+# SeamlessM4T, Wav2Vec2-BERT, Wav2Vec2-Conformer), bf16 once `module.to(torch.bfloat16)` has cast the buffer; and 4
+# grids of points one apart in an activation's dtype (RPL105: Mask2Former's and OneFormer's reference points,
+# `torch.linspace(0.5, height - 0.5, height, dtype=valid_ratios.dtype)`, whose ratios are computed in
+# `source_flatten.dtype`), half-integers that bf16 rounds above 128.
+FINDINGS_BEYOND_THE_PR = 15
 CAST_FINDINGS = 5  # of them, the casts, which get no fix
+LINSPACE_FINDINGS = 4  # and the grids, which get none either
 NOTES_BEYOND_THE_PR = 2  # explicit float32 after construction that the PR left (RPL104)
 EXPLICIT_FLOAT32 = re.compile(r"dtype=torch\.float(32)?\b")
 # An enumeration that a product makes floating (the other operand, a Python float, is read by RPL103's analysis).
 TIMES_AN_ENUMERATION = re.compile(r"\*\s*torch\.arange\(|torch\.arange\([^()]*\)\s*\*")
 # An integer enumeration cast right after it to a floating dtype (RPL101 reads the dtype).
 CAST_ENUMERATION = re.compile(r"torch\.arange\(.*\)\.(to|type_as|type|half|bfloat16)\(")
+# A grid of points one apart: `torch.linspace(0.5, h - 0.5, h, ...)`, `torch.linspace(0, w - 1, w, ...)`.
+LINSPACE_GRID = re.compile(r"torch\.linspace\((0\.5|0), (\w+) - (0\.5|1), \2, dtype=")
 # `fix --unsafe-fixes --select RPL1`: the findings fixed, and those left because an int64 rewrite needs the start and
 # the step proven integral (the end may be rounded up: `math.ceil(self.max_seq_len_cached)`) and no other rewrite
 # applies.
@@ -132,14 +138,14 @@ def test_flags_every_hazardous_line_that_the_pr_changed(old_tree, changed, findi
 
 
 def lines_beyond_the_pr(found: list[Diagnostic], changed: list[tuple[str, int, str]], root: Path) -> list[str]:
-    """The `torch.arange` lines of the findings on lines that the PR did not change."""
+    """The `torch.arange` and `torch.linspace` lines of the findings on lines that the PR did not change."""
     changed_lines = {(path, line) for path, line, _ in changed}
     lines = [
         Path(d.path).read_text().splitlines()[d.start.line - 1].strip()
         for d in found
         if not lines_covered([d], root) & changed_lines
     ]
-    assert all("torch.arange" in line for line in lines), lines
+    assert all("torch.arange" in line or "torch.linspace" in line for line in lines), lines
     return lines
 
 
@@ -147,8 +153,9 @@ def test_findings_beyond_the_pr_are_real_float_enumerations(old_tree, changed, f
     beyond = lines_beyond_the_pr(findings, changed, old_tree)
     for line in beyond:
         floating = "dtype=torch.float" in line or ".0," in line or TIMES_AN_ENUMERATION.search(line)
-        assert floating or CAST_ENUMERATION.search(line), f"not a float enumeration: {line}"
+        assert floating or CAST_ENUMERATION.search(line) or LINSPACE_GRID.search(line), f"not an enumeration: {line}"
     assert sum(bool(CAST_ENUMERATION.search(line)) for line in beyond) == CAST_FINDINGS
+    assert sum(bool(LINSPACE_GRID.search(line)) for line in beyond) == LINSPACE_FINDINGS
     print(f"findings beyond the PR (false alarms: 0): {len(beyond)}")
     assert len(beyond) == FINDINGS_BEYOND_THE_PR
 
@@ -176,15 +183,18 @@ def test_silent_on_the_dtype_of_an_integer_tensor(old_tree, findings, relative, 
     assert not flagged & {(call.lineno, call.col_offset) for call in calls}
 
 
-def test_findings_without_a_fix_are_casts_or_enumerations_not_proven_integral(old_tree, findings) -> None:
+def test_findings_without_a_fix_are_casts_grids_or_enumerations_not_proven_integral(old_tree, findings) -> None:
     unfixed = [d for d in findings if d.fix is None]
-    print(f"findings without a fix (casts, or start or step not proven integral): {len(unfixed)} / {len(findings)}")
-    assert len(unfixed) == UNPROVEN_FINDINGS + CAST_FINDINGS
+    print(
+        f"findings without a fix (casts, grids, or start or step not proven integral): {len(unfixed)} / {len(findings)}"
+    )
+    assert len(unfixed) == UNPROVEN_FINDINGS + CAST_FINDINGS + LINSPACE_FINDINGS
     assert len(findings) - len(unfixed) == FIXED_FINDINGS
-    casts = [d for d in unfixed if enumeration_cast(d.path, d.start.line, d.start.column)]
-    assert len(casts) == CAST_FINDINGS
+    grids = [d for d in unfixed if d.code == "RPL105"]
+    casts = [d for d in unfixed if d.code == "RPL101" and enumeration_cast(d.path, d.start.line, d.start.column)]
+    assert (len(casts), len(grids)) == (CAST_FINDINGS, LINSPACE_FINDINGS)
     for d in unfixed:
-        if d in casts:
+        if d in casts or d in grids:
             continue
         source = Path(d.path).read_text()
         ctx = FileContext(d.path, source, ast.parse(source), ("arange",))
@@ -198,8 +208,11 @@ def test_fix_of_the_whole_tree(old_tree, findings, tmp_path: Path) -> None:
     first = rope_lint("fix", "--unsafe-fixes", "--select", "RPL1", str(tree))
     # Exit 1: findings remain.
     assert first.returncode == 1, first.stdout[-2000:] + first.stderr[-2000:]
-    assert len(findings) == FIXED_FINDINGS + UNPROVEN_FINDINGS + CAST_FINDINGS
-    assert f"Fixed {FIXED_FINDINGS} findings, {UNPROVEN_FINDINGS + CAST_FINDINGS} remaining." in first.stdout
+    assert len(findings) == FIXED_FINDINGS + UNPROVEN_FINDINGS + CAST_FINDINGS + LINSPACE_FINDINGS
+    assert (
+        f"Fixed {FIXED_FINDINGS} findings, {UNPROVEN_FINDINGS + CAST_FINDINGS + LINSPACE_FINDINGS} remaining."
+        in first.stdout
+    )
 
     flagged = {(Path(d.path).relative_to(old_tree).as_posix(), d.start.line, d.end.line) for d in findings}
     fixed_bytes = {}
@@ -224,5 +237,5 @@ def test_fix_of_the_whole_tree(old_tree, findings, tmp_path: Path) -> None:
 
     second = rope_lint("fix", "--unsafe-fixes", "--select", "RPL1", str(tree))
     assert second.returncode == 1
-    assert f"Fixed 0 findings, {UNPROVEN_FINDINGS + CAST_FINDINGS} remaining." in second.stdout
+    assert f"Fixed 0 findings, {UNPROVEN_FINDINGS + CAST_FINDINGS + LINSPACE_FINDINGS} remaining." in second.stdout
     assert {p.relative_to(tree).as_posix(): p.read_bytes() for p in sorted(tree.rglob("*.py"))} == fixed_bytes

@@ -51,6 +51,7 @@ CATALOG: tuple[Entry, ...] = (
         informational=True,
         stands_if_called_at_construction=False,
     ),
+    Entry("RPL105", "linspace_enumeration", "LinspaceEnumeration"),
     Entry("RPL201", "low_precision_rope_cache", "LowPrecisionRopeCache"),
     Entry("RPL202", "rope_buffer_downcast", "RopeBufferDowncast"),
     Entry("RPL203", "rope_device_math", "RopeDeviceMath"),

@@ -166,17 +166,10 @@ class FloatArange(Rule):
             dtype = enumerations.dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call):
                 continue
-            floating = is_floating_dtype(ctx, dtype)
-            if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, dtype))):
+            # The public helpers that the file runs only after construction: the rest of its package decides.
+            called = enumerations.rounds_where_it_runs(ctx, call, dtype)
+            if called is None:
                 continue
-            literals = enumerations.literal_dtypes(ctx, dtype)
-            if enumerations.only_float64(literals):
-                continue  # exact to 2**53 wherever it runs
-            after = enumerations.explicit_float32_after_construction(ctx, call, literals)
-            if after == frozenset():
-                continue  # RPL104's: exact to 2**24, out of zero.Init's and the default dtype's reach
-            # A public helper that the file runs only after construction: the rest of its package decides.
-            called = tuple(sorted(after or ()))
             hazard = (
                 f"`torch.arange` enumerates positions in floating dtype `{ast.unparse(dtype)}`, which zero.Init "
                 "and bf16 runs round above 256"

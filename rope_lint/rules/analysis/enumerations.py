@@ -1029,6 +1029,61 @@ def explicit_float32_after_construction(
     return runs_only_after_construction(ctx, call)
 
 
+def rounds_where_it_runs(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> tuple[str, ...] | None:
+    """Whether an enumeration in the floating `dtype=` argument `dtype` can round where `call` runs (RPL101's "What it
+    does"): the public helpers that the answer rests on (empty where the file alone proves it), or None where it is
+    exact: a dtype not shown to be floating, float64, or an explicit float32 after construction (RPL104's)."""
+    floating = is_floating_dtype(ctx, dtype)
+    if not (floating or (floating is None and passed_floating_dtype(ctx, dtype))):
+        return None
+    literals = literal_dtypes(ctx, dtype)
+    if only_float64(literals):
+        return None  # exact to 2**53 wherever it runs
+    after = explicit_float32_after_construction(ctx, call, literals)
+    if after == frozenset():
+        return None  # RPL104's: exact to 2**24, out of zero.Init's and the default dtype's reach
+    return tuple(sorted(after or ()))
+
+
+def unit_spacing_offset(call: ast.Call) -> float | None:
+    """For `torch.linspace(start, end, steps)` whose points are one apart, an enumeration of positions: the fraction
+    its start is offset by (0.0 for integers, 0.5 for half-integers); else None. One apart means `end - start ==
+    steps - 1`, read from a literal start and an end and a step count that differ from one expression by literals
+    (`linspace(0, n - 1, n)`, `linspace(0.5, h - 0.5, h)`, `linspace(1, n, n)`). Literal bounds count only where bf16
+    cannot hold them all (beyond 256, or 128 from a fractional start)."""
+    start, end, steps = _linspace_bounds(call)
+    if start is None or end is None or steps is None:
+        return None
+    start_value = literal_number(start)
+    (end_core, end_offset), (steps_core, steps_offset) = _offset_from(end), _offset_from(steps)
+    if start_value is None or end_core != steps_core or end_offset - start_value != steps_offset - 1:
+        return None
+    offset = float(start_value) % 1
+    if end_core is None and max(abs(start_value), abs(end_offset)) <= (128 if offset else 256):
+        return None  # bf16 holds every point
+    return offset
+
+
+def _linspace_bounds(call: ast.Call) -> tuple[ast.expr | None, ast.expr | None, ast.expr | None]:
+    """start, end and steps, however `torch.linspace` was passed them."""
+    keywords = {kw.arg: kw.value for kw in call.keywords}
+    start, end, steps = [*call.args, None, None, None][:3]
+    return keywords.get("start", start), keywords.get("end", end), keywords.get("steps", steps)
+
+
+def _offset_from(node: ast.expr) -> tuple[str | None, float]:
+    """An expression as one expression (its `ast.dump`; None for none) plus a literal: `n - 1` is ("n", -1)."""
+    value = literal_number(node)
+    if value is not None:
+        return None, value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        added = literal_number(node.right)
+        if added is not None:
+            core, offset = _offset_from(node.left)
+            return core, offset + (added if isinstance(node.op, ast.Add) else -added)
+    return ast.dump(node), 0
+
+
 _FLOAT64 = frozenset({"torch.float64"})
 _FLOAT32_OR_64 = frozenset({"torch.float32", "torch.float64"})
 
