@@ -81,15 +81,14 @@ class LinspaceEnumeration(Rule):
                 if called is None:
                     continue
                 shown = f"floating dtype `{ast.unparse(dtype)}`"
-            if not offset:
-                positions, limit = "integer", "256"
-            else:  # bf16 holds half-integers only up to 128, finer fractions less far
-                positions, limit = ("half-integer" if offset == 0.5 else "fractional"), "128"
+            positions = "integer" if not offset else "half-integer" if offset == 0.5 else "fractional"
+            limit = enumerations.bf16_holds_up_to(offset)
+            rounded = f"round above {limit:g}" if limit >= 1 else "round"
             yield self.report(
                 call,
                 f"`torch.linspace` with points one apart enumerates {positions} positions in {shown}, which zero.Init "
-                f"and bf16 runs round above {limit}; enumerate with `torch.arange` in int64, in float32 or wider, and "
-                "cast to the model's dtype only where they are used",
+                f"and bf16 runs {rounded}; enumerate with `torch.arange` in int64, in float32 or wider, and cast to "
+                "the model's dtype only where they are used",
                 None,
                 called,
             )
@@ -107,6 +106,8 @@ class LinspaceEnumeration(Rule):
             "    return torch.linspace(0.5, height - 0.5, height, dtype=valid_ratios.dtype)\n"
         ),
         Invalid("import torch\ndef f(n):\n    return torch.linspace(0.5, n - 0.5, n, dtype=torch.bfloat16)\n"),
+        # Quarters, which bf16 holds only up to 64.
+        Invalid("import torch\nGRID = torch.linspace(0.25, 99.25, 100, dtype=torch.bfloat16)\n"),
         # The default dtype, which follows the model.
         Invalid("import torch\ndef grid(n):\n    return torch.linspace(1, n, n)\n"),
         # An explicit float32 while a model is built, which zero.Init casts; keywords in any order.
@@ -136,4 +137,5 @@ class LinspaceEnumeration(Rule):
         # float64, and literal bounds that bf16 holds.
         Valid("import torch\ndef f(n):\n    return torch.linspace(0, n - 1, n, dtype=torch.float64)\n"),
         Valid("import torch\nGRID = torch.linspace(0, 255, 256, dtype=torch.bfloat16)\n"),
+        Valid("import torch\nGRID = torch.linspace(0.25, 63.25, 64, dtype=torch.bfloat16)\n"),
     )

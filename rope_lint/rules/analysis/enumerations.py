@@ -1059,9 +1059,16 @@ def unit_spacing_offset(call: ast.Call) -> float | None:
     if start_value is None or end_core != steps_core or end_offset - start_value != steps_offset - 1:
         return None
     offset = float(start_value) % 1
-    if end_core is None and max(abs(start_value), abs(end_offset)) <= (128 if offset else 256):
+    if end_core is None and max(abs(start_value), abs(end_offset)) <= bf16_holds_up_to(offset):
         return None  # bf16 holds every point
     return offset
+
+
+def bf16_holds_up_to(offset: float) -> float:
+    """How far bf16 (8 significant bits) holds exactly the numbers one apart that are offset by the fraction `offset`:
+    integers up to 256, half-integers up to 128, quarters up to 64; a fraction that is no sum of powers of two, nowhere
+    (the limit is then below 1)."""
+    return 256 / offset.as_integer_ratio()[1]
 
 
 def _linspace_bounds(call: ast.Call) -> tuple[ast.expr | None, ast.expr | None, ast.expr | None]:
