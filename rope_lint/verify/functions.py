@@ -32,6 +32,8 @@ _BASE_NAMES = frozenset({"base", "theta", "rope_theta"})
 # Names of a count or a length: `num_positions`, `max_len`, `n_heads`, `window_size`.
 _COUNT_PREFIXES = ("num_", "n_", "max_")
 _COUNT_SUFFIXES = ("_size", "_len", "_length")
+# The last word of a name that counts a model's parts, not annotated otherwise: `heads`, `kv_heads`, `depth`.
+_PART_COUNTS = frozenset({"heads", "layers", "groups", "buckets", "depth"})
 # Annotations written as strings (`from __future__ import annotations`) that decide a value.
 _ANNOTATIONS = {"int": int, "float": float, "bool": bool, "torch.Tensor": torch.Tensor, "Tensor": torch.Tensor}
 # Tensor shapes tried, in order, for a parameter taken as a tensor: every such parameter gets the same shape.
@@ -146,6 +148,8 @@ def value_for(parameter: inspect.Parameter) -> Any:
         return 64
     if name in _LENGTH_NAMES or annotation is int or name.startswith(_COUNT_PREFIXES) or name.endswith(_COUNT_SUFFIXES):
         return 16
+    if name.rpartition("_")[2] in _PART_COUNTS and annotation is inspect.Parameter.empty:
+        return 4  # a few parts, which divide the widths above
     if annotation is not inspect.Parameter.empty and not isinstance(annotation, str):
         raise NotCallable(f"parameter {name!r} is annotated {getattr(annotation, '__name__', annotation)}")
     return GUESS
