@@ -16,20 +16,23 @@ class LinspaceEnumeration(Rule):
     ## What it does
     Flags `torch.linspace(start, end, steps)` whose points are one apart (`end - start == steps - 1`:
     `torch.linspace(0, n - 1, n)`, or `torch.linspace(0.5, h - 0.5, h)` for the centres of a grid's cells) in
-    a floating dtype that can be low precision where it runs, as RPL101 reads an enumeration's `dtype=`: bf16
-    or fp16 anywhere; the dtype of a tensor shown to be floating (an activation's, a weight's), or a `dtype`
-    parameter whose callers in the file pass one, anywhere; an explicit float32 only in code that may run while
-    a model is built. Without `dtype=`, `torch.linspace` gives the default dtype, which RPL101 reads as
-    `torch.get_default_dtype()`: one that follows the model. Points one apart are read from a literal start, and
-    an end and a step count that differ from one expression by literals. With literal bounds alone, only points
-    that bf16 cannot hold are flagged.
+    a floating dtype that can be low precision, wherever it runs: bf16 or fp16; the dtype of a tensor shown to be
+    floating (an activation's, a weight's), or a `dtype` parameter whose callers in the file pass one, as RPL101
+    reads them; or, without `dtype=`, the default dtype, which RPL101 reads as `torch.get_default_dtype()`: one
+    that follows the model. Points one apart are read from a literal start, and an end and a step count that
+    differ from one expression by literals. With literal bounds alone, only points that bf16 cannot hold are
+    flagged.
+
+    An explicit float32 or float64 is never flagged: DeepSpeed's `zero.Init()` patches `torch.arange` and the
+    other constructors that RPL101 names, not `torch.linspace`, and a default dtype set for loading leaves an
+    explicit dtype alone.
 
     ## Why is this bad?
     It is RPL101's enumeration under another name. bf16 holds integers exactly only up to 256, and
     half-integers only up to 128: on a feature map 300 cells wide, `torch.linspace(0, 299, 300,
     dtype=torch.bfloat16)` has 257 distinct points, and the reference points or anchors built on them are off by
-    up to a cell. DeepSpeed's `zero.Init()` and a bf16 default dtype cast an explicit float32 at construction
-    too, and a dtype taken from an activation is bf16 in mixed-precision training.
+    up to a cell. A dtype taken from an activation is bf16 in mixed-precision training, and
+    `from_pretrained(torch_dtype=torch.bfloat16)` makes bf16 the default dtype while the model's `__init__` runs.
 
     ## Example
     ```python
@@ -75,22 +78,21 @@ class LinspaceEnumeration(Rule):
                 continue
             dtype = enumerations.dtype_argument(call)
             if dtype is None:
-                called, shown = (), "the default dtype"
+                shown = "the default dtype (bf16 while a bf16 load builds the model)"
+            elif not enumerations.shown_floating(ctx, dtype):
+                continue
+            elif enumerations.at_least_float32(enumerations.literal_dtypes(ctx, dtype)):
+                continue  # exact to 2**24 at least, and nothing casts what `torch.linspace` makes
             else:
-                called = enumerations.rounds_where_it_runs(ctx, call, dtype)
-                if called is None:
-                    continue
                 shown = f"floating dtype `{ast.unparse(dtype)}`"
             positions = "integer" if not offset else "half-integer" if offset == 0.5 else "fractional"
             limit = enumerations.bf16_holds_up_to(offset)
-            rounded = f"round above {limit:g}" if limit >= 1 else "round"
+            rounded = f"rounds them above {limit:g}" if limit >= 1 else "cannot hold them"
             yield self.report(
                 call,
-                f"`torch.linspace` with points one apart enumerates {positions} positions in {shown}, which zero.Init "
-                f"and bf16 runs {rounded}; enumerate with `torch.arange` in int64, in float32 or wider, and cast to "
-                "the model's dtype only where they are used",
-                None,
-                called,
+                f"`torch.linspace` with points one apart enumerates {positions} positions in {shown}, and bf16 "
+                f"{rounded}; enumerate with `torch.arange` in int64, in float32 or wider, and cast to the model's "
+                "dtype only where they are used",
             )
 
     examples = (
@@ -110,13 +112,11 @@ class LinspaceEnumeration(Rule):
         Invalid("import torch\nGRID = torch.linspace(0.25, 99.25, 100, dtype=torch.bfloat16)\n"),
         # The default dtype, which follows the model.
         Invalid("import torch\ndef grid(n):\n    return torch.linspace(1, n, n)\n"),
-        # An explicit float32 while a model is built, which zero.Init casts; keywords in any order.
+        # Keywords in any order.
         Invalid(
             "import torch\n"
-            "class Anchors(torch.nn.Module):\n"
-            "    def __init__(self, size):\n"
-            "        super().__init__()\n"
-            "        self.grid = torch.linspace(steps=size + 1, start=0, end=size, dtype=torch.float32)\n"
+            "def anchors(size, x):\n"
+            "    return torch.linspace(steps=size + 1, start=0, end=size, dtype=x.dtype)\n"
         ),
         # Literal bounds that bf16 cannot hold.
         Invalid("import torch\nGRID = torch.linspace(0, 511, 512, dtype=torch.bfloat16)\n"),
@@ -124,15 +124,13 @@ class LinspaceEnumeration(Rule):
         Valid("import torch\ndef f(n, x):\n    return torch.linspace(0, 1, n, dtype=x.dtype)\n"),
         # Points more than one apart, or a count that is not the end's.
         Valid("import torch\ndef f(width, cells, x):\n    return torch.linspace(0, width - 1, cells, dtype=x.dtype)\n"),
-        # An explicit float32 in code that runs only after construction: exact to 2**24.
+        # An explicit float32, even while a model is built: zero.Init does not patch `torch.linspace`.
         Valid(
             "import torch\n"
-            "class Grid(torch.nn.Module):\n"
-            "    def __init__(self):\n"
+            "class Anchors(torch.nn.Module):\n"
+            "    def __init__(self, size):\n"
             "        super().__init__()\n"
-            "    def forward(self, x):\n"
-            "        n = x.shape[-1]\n"
-            "        return x + torch.linspace(0, n - 1, n, dtype=torch.float32)\n"
+            "        self.grid = torch.linspace(0, size - 1, size, dtype=torch.float32)\n"
         ),
         # float64, and literal bounds that bf16 holds.
         Valid("import torch\ndef f(n):\n    return torch.linspace(0, n - 1, n, dtype=torch.float64)\n"),

@@ -1029,12 +1029,19 @@ def explicit_float32_after_construction(
     return runs_only_after_construction(ctx, call)
 
 
-def rounds_where_it_runs(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> tuple[str, ...] | None:
-    """Whether an enumeration in the floating `dtype=` argument `dtype` can round where `call` runs (RPL101's "What it
-    does"): the public helpers that the answer rests on (empty where the file alone proves it), or None where it is
-    exact: a dtype not shown to be floating, float64, or an explicit float32 after construction (RPL104's)."""
+def shown_floating(ctx: FileContext, dtype: ast.expr) -> bool:
+    """Whether the code shows the dtype expression `dtype` to be floating (`is_floating_dtype`), or shows nothing of it
+    but passes a floating dtype for it (`passed_floating_dtype`)."""
     floating = is_floating_dtype(ctx, dtype)
-    if not (floating or (floating is None and passed_floating_dtype(ctx, dtype))):
+    return bool(floating or (floating is None and passed_floating_dtype(ctx, dtype)))
+
+
+def rounds_where_it_runs(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> tuple[str, ...] | None:
+    """Whether `torch.arange` in the `dtype=` argument `dtype` can round where `call` runs (RPL101's "What it does"):
+    the public helpers that the answer rests on (empty where the file alone proves it), or None where it is exact: a
+    dtype not shown to be floating, float64, or an explicit float32 after construction (RPL104's). zero.Init casts what
+    `torch.arange` makes while a model is built, an explicit float32 too."""
+    if not shown_floating(ctx, dtype):
         return None
     literals = literal_dtypes(ctx, dtype)
     if only_float64(literals):
