@@ -54,11 +54,6 @@ _MAX_POSITION_NAMES = frozenset(
 _BASE_NAMES = frozenset({"base", "theta", "rope_theta", "rotary_emb_base", "rope_base"})
 _SCALE_NAMES = frozenset({"scaling_factor", "factor", "scale"})
 _KNOWN_INIT_NAMES = _DIM_NAMES | _MAX_POSITION_NAMES | _BASE_NAMES | _SCALE_NAMES | {"device"}
-# Names of a count or a length (`num_positions`, `n_heads`, `max_distance`, `window_size`), and the last words of names
-# that count a model's parts (`heads`, `kv_heads`, `depth`).
-_COUNT_PREFIXES = ("num_", "n_", "max_")
-_COUNT_SUFFIXES = ("_size", "_len", "_length")
-_PART_COUNTS = frozenset({"heads", "layers", "groups", "buckets", "depth"})
 # Forward parameters, by name.
 _SEQ_LEN_NAMES = frozenset({"seq_len", "seqlen", "seq_length", "max_seq_len", "kv_seq_len", "sequence_length"})
 _POSITION_NAMES = frozenset({"position_ids", "positions", "position_idx", "pos_ids", "pos"})
@@ -118,31 +113,13 @@ def _required(parameter: inspect.Parameter) -> bool:
     return parameter.kind in positional_or_keyword and parameter.default is inspect.Parameter.empty
 
 
-def counted(parameter: inspect.Parameter) -> int | None:
-    """The value of a parameter whose name says it counts something: 16 for a count or a length (`num_heads`,
-    `max_distance`, `window_size`); 4 for a model's parts (`heads`, `kv_heads`, `depth`: a few, which divide the
-    widths), unless an annotation says it holds something else; None for any other name."""
-    name = parameter.name
-    if name.startswith(_COUNT_PREFIXES) or name.endswith(_COUNT_SUFFIXES):
-        return 16
-    if name.rpartition("_")[2] in _PART_COUNTS and parameter.annotation in (inspect.Parameter.empty, int, "int"):
-        return 4
-    return None
-
-
 def _old_style_kwargs(cls: type[nn.Module], positions: int) -> tuple[dict[str, Any], str]:
     """The constructor's keyword arguments, and which of them is the rotary dimension. A constructor with no
-    parameter of a known dimension name whose one unknown required parameter is it (`demb`) gets it as the dim. A
-    count (`n_heads`) gets its `counted` value."""
-    counts = {
-        parameter.name: count
-        for parameter in parameters_after_self(cls.__init__)
-        if _required(parameter) and parameter.name not in _KNOWN_INIT_NAMES and (count := counted(parameter))
-    }
+    parameter of a known dimension name whose one unknown required parameter is it (`demb`) gets it as the dim."""
     unknown = [
         parameter
         for parameter in parameters_after_self(cls.__init__)
-        if _required(parameter) and parameter.name not in _KNOWN_INIT_NAMES and parameter.name not in counts
+        if _required(parameter) and parameter.name not in _KNOWN_INIT_NAMES
     ]
     dim_names = [parameter.name for parameter in parameters_after_self(cls.__init__) if parameter.name in _DIM_NAMES]
     if not dim_names and len(unknown) == 1:
@@ -151,7 +128,7 @@ def _old_style_kwargs(cls: type[nn.Module], positions: int) -> tuple[dict[str, A
         raise CannotBuild(f"constructor parameter {unknown[0].name!r} has no known value")
     if not dim_names:
         raise CannotBuild("constructor takes neither a config nor a rotary dimension")
-    kwargs: dict[str, Any] = {**counts, **dict.fromkeys(dim_names, HEAD_DIM)}
+    kwargs: dict[str, Any] = dict.fromkeys(dim_names, HEAD_DIM)
     for parameter in parameters_after_self(cls.__init__):
         if parameter.name in _MAX_POSITION_NAMES:
             kwargs[parameter.name] = positions

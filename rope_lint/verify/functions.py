@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from rope_lint.output.fix_report import FAILED, NOT_CALLED, VERIFIED
-from rope_lint.probe.build import counted, describe
+from rope_lint.probe.build import describe
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, agreement, in_float64, relative_difference
 
 # Names whose value cannot be made up: an object of the model's own making, or code to call.
@@ -29,6 +29,13 @@ _LENGTH_NAMES = frozenset(
     {"n", "seq_len", "seqlen", "seq_length", "length", "max_len", "max_seq_len", "num_positions", "end", "size"}
 )
 _BASE_NAMES = frozenset({"base", "theta", "rope_theta"})
+# Names of a count or a length: `num_positions`, `max_len`, `n_heads`, `window_size`. Any value serves a comparison of
+# the original with the fixed code; the probe, which measures tables over positions, guesses none of these (a table
+# built for 16 positions and grown in forward measures clean where the model's 4096 are not).
+_COUNT_PREFIXES = ("num_", "n_", "max_")
+_COUNT_SUFFIXES = ("_size", "_len", "_length")
+# The last word of a name that counts a model's parts, not annotated otherwise: `heads`, `kv_heads`, `depth`.
+_PART_COUNTS = frozenset({"heads", "layers", "groups", "buckets", "depth"})
 # Annotations written as strings (`from __future__ import annotations`) that decide a value.
 _ANNOTATIONS = {"int": int, "float": float, "bool": bool, "torch.Tensor": torch.Tensor, "Tensor": torch.Tensor}
 # Tensor shapes tried, in order, for a parameter taken as a tensor: every such parameter gets the same shape.
@@ -141,11 +148,10 @@ def value_for(parameter: inspect.Parameter) -> Any:
         return 0  # an index into something of the sizes above
     if name in _DIMENSION_NAMES or name.endswith("_dim"):
         return 64
-    if name in _LENGTH_NAMES or annotation is int:
+    if name in _LENGTH_NAMES or annotation is int or name.startswith(_COUNT_PREFIXES) or name.endswith(_COUNT_SUFFIXES):
         return 16
-    count = counted(parameter)
-    if count is not None:
-        return count
+    if name.rpartition("_")[2] in _PART_COUNTS and annotation is inspect.Parameter.empty:
+        return 4  # a few parts, which divide the widths above
     if annotation is not inspect.Parameter.empty and not isinstance(annotation, str):
         raise NotCallable(f"parameter {name!r} is annotated {getattr(annotation, '__name__', annotation)}")
     return GUESS
