@@ -95,7 +95,7 @@ def precision_and_recall(reported: int, true: int, all_true: int) -> str:
 #   then (`random.Random(21)`), each a miss or fine.
 # The docs' figures: (distinct texts flagged now, sampled texts still flagged, true among them, misses in the
 # recall sample, misses the rules flag now).
-RPL1_SAMPLES = (71, 38, 26, 9, 8)
+RPL1_SAMPLES = (72, 38, 26, 9, 9)
 CANDIDATE_TEXTS = 112
 
 
@@ -135,7 +135,7 @@ def test_transformers_newest_release_rpl1_precision_and_recall_from_the_hand_tri
 # (both flagged since the samples were drawn), each distinct line triaged by hand
 # (tests/data/transformers-5.24.0-rpl101-casts-triage.tsv, tests/data/transformers-5.24.0-rpl105-triage.tsv). The docs'
 # figures: (true distinct lines, distinct lines, true findings, findings).
-CASTS_TRIAGED = (10, 11, 42, 57)
+CASTS_TRIAGED = (11, 12, 44, 59)
 GRIDS_TRIAGED = (5, 7, 26, 28)
 
 

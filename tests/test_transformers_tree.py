@@ -57,11 +57,12 @@ FIGURES: dict[str, dict[str, object]] = {
         # (fix.origins.carried_rewrites).
         "files changed": 298,
         "findings fixed": 1100,
-        # 52 of them are RPL101's integer enumerations cast to a dtype that can be bf16 (`.to(dtype)` in DETR's sine
-        # embeddings and anchors, Funnel, SAM; Pegasus-X's `.type_as(inputs_embeds)`), which get no fix; the rotary
-        # classes' `.type_as(self.inv_freq)` go with the codemod's rewrite. 28 are RPL105's grids of points one apart
-        # in an activation's dtype (the reference points and two-stage proposals of the DETR family), which get none.
-        "remaining": 117,
+        # 54 of them are RPL101's integer enumerations cast to a dtype that can be bf16 (`.to(dtype)` in DETR's sine
+        # embeddings and anchors, Funnel, SAM, SAM3's `.to(boxes.dtype)`; Pegasus-X's `.type_as(inputs_embeds)`), which
+        # get no fix; the rotary classes' `.type_as(self.inv_freq)` go with the codemod's rewrite. 28 are RPL105's
+        # grids of points one apart in an activation's dtype (the reference points and two-stage proposals of the DETR
+        # family), which get none.
+        "remaining": 119,
         "copy groups checked": 299,
         "rotary classes built": 261,
         "over the threshold before": 253,

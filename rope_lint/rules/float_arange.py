@@ -45,8 +45,8 @@ class FloatArange(Rule):
     - a dtype that follows the model: `torch.get_default_dtype()`, or the `.dtype` of a tensor that the
       surrounding code shows to be floating (an `inv_freq` computed by division, `self.theta` assigned
       floats or what a function of the file returns, an activation such as `hidden_states`, a module's
-      parameter such as `self.proj.weight`), also through a `dtype` parameter whose callers in the file pass
-      one (`dtype=q.dtype`), anywhere;
+      parameter such as `self.proj.weight`, a name that says it holds ratios or detection boxes), also through a
+      `dtype` parameter whose callers in the file pass one (`dtype=q.dtype`), anywhere;
     - an explicit float32 (a literal, a name bound to one, or a `dtype` parameter that defaults to one and that
       no caller in the file overrides) only in code that may run while a model is built: `__init__`, the
       methods it reaches, initialisers and cache builders, code at module level, and a module-level function,
@@ -726,6 +726,12 @@ class FloatArange(Rule):
         Invalid("import torch\ndef f(n: int, dtype: torch.dtype):\n    return torch.arange(n).to(dtype=dtype)\n"),
         Invalid("import torch\ndef f(x, n: int):\n    return torch.arange(n, dtype=torch.int64).type_as(x)\n"),
         Invalid("import torch\nsteps = torch.arange(4096).bfloat16()\n"),
+        # Detection boxes are floating, as their name says.
+        Invalid(
+            "import torch\n"
+            "def encode_boxes(boxes, features: int):\n"
+            "    return torch.arange(features, dtype=torch.int64, device=boxes.device).to(boxes.dtype)\n"
+        ),
         # Cast to float32 or wider, moved to a device, or cast to an integer tensor's dtype: exact.
         Valid("import torch\ndef f(x, n: int):\n    return torch.arange(n, device=x.device).to(torch.float32)\n"),
         Valid(

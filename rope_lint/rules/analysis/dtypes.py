@@ -55,11 +55,11 @@ _COUNT_WORDS = frozenset({"num", "n"})
 # model that names them so.
 _FLOATING_NAMES = frozenset(
     {"x", "q", "k", "v", "hidden", "query", "key", "value", "logits", "scores", "feature", "features", "emb",
-     "inv_freq", "freq", "freqs", "weight", "ratio", "ratios"}
+     "inv_freq", "freq", "freqs", "weight", "ratio", "ratios", "boxes"}
 )  # fmt: skip
 _FLOATING_ENDINGS = (
     "hidden_state", "hidden_states", "_states", "embed", "embeds", "embedding", "embeddings", "_emb", "pixel_values",
-    "_weight", "_weights", "_freq", "_freqs", "_scores", "_output", "_ratio", "_ratios",
+    "_weight", "_weights", "_freq", "_freqs", "_scores", "_output", "_ratio", "_ratios", "_boxes",
 )  # fmt: skip
 
 
