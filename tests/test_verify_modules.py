@@ -167,6 +167,19 @@ def test_a_rotary_class_the_probe_cannot_build_fails_where_the_fix_changes_its_o
     assert re.search(r"\): fp32 forward outputs differ by [\d.e+-]+ relative \(built as a module from .+\)$", detail)
 
 
+def module_checks(code: str, *names: str) -> list[str]:
+    """`check_module(cls, cls)` of each of the classes `names` that `code` defines, run in a fresh process: a
+    "status|detail" line each."""
+    checks = f"""
+        from rope_lint.verify.modules import check_module
+        for cls in ({", ".join(names)},):
+            print(*check_module(cls, cls), sep="|")
+    """
+    run = run_python(textwrap.dedent(code) + textwrap.dedent(checks))
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()
+
+
 def test_inputs_follow_the_signature_and_the_limits_hold() -> None:
     """Token and position ids, a per-token mask and a feature map's shape are derived by name and annotation; a class
     too large to build at small sizes is counted on the meta device and not built; a base class with no forward of
@@ -174,7 +187,6 @@ def test_inputs_follow_the_signature_and_the_limits_hold() -> None:
     code = """
         import torch
         from torch import nn
-        from rope_lint.verify.modules import check_module
 
         class TextConfig:
             def __init__(self, hidden_size=32, vocab_size=50, **kwargs):
@@ -204,13 +216,8 @@ def test_inputs_follow_the_signature_and_the_limits_hold() -> None:
         class Base(nn.Module):
             def __init__(self, config: TextConfig):
                 super().__init__()
-
-        for cls in (TokenEmbeddings, GridEncoding, WideTable, Base):
-            print(*check_module(cls, cls), sep="|")
     """
-    run = run_python(textwrap.dedent(code))
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines() == [
+    assert module_checks(code, "TokenEmbeddings", "GridEncoding", "WideTable", "Base") == [
         f"{VERIFIED}|fp32 max rel diff 0, same state_dict keys and shapes, built as a module from TextConfig (small), "
         "called with input_ids=int64[2, 16], position_ids=int64[2, 16], attention_mask=int64[2, 16]",
         f"{VERIFIED}|fp32 max rel diff 0, same state_dict keys and shapes, built as a module from its signature, "
@@ -226,7 +233,6 @@ def test_a_required_count_of_parts_named_by_its_part_gets_a_few() -> None:
     code = """
         import torch
         from torch import nn
-        from rope_lint.verify.modules import check_module
 
         class HeadBias(nn.Module):
             def __init__(self, dim, *, heads, depth, kv_heads):
@@ -245,13 +251,8 @@ def test_a_required_count_of_parts_named_by_its_part_gets_a_few() -> None:
 
             def forward(self, x):
                 return x
-
-        for cls in (HeadBias, Stack):
-            print(*check_module(cls, cls), sep="|")
     """
-    run = run_python(textwrap.dedent(code))
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines() == [
+    assert module_checks(code, "HeadBias", "Stack") == [
         f"{VERIFIED}|fp32 max rel diff 0, same state_dict keys and shapes, built as a module from its signature, "
         "called with n=16",
         f"{NOT_BUILT}|as a module: constructor parameter 'layers' is annotated ModuleList",
