@@ -22,6 +22,13 @@ def test_bf16_holds_points_one_apart_exactly_as_far_as_the_rule_says(offset: flo
     assert one_more[-1].item() != offset + held
 
 
+def test_a_bf16_grid_300_cells_wide_has_278_distinct_points_off_by_up_to_2() -> None:
+    """The figures of RPL105's "Why is this bad?"."""
+    points = torch.linspace(0, 299, 300, dtype=torch.bfloat16)
+    assert points.unique().numel() == 278
+    assert (points.double() - torch.arange(300, dtype=torch.float64)).abs().max().item() == 2.0
+
+
 def test_a_bf16_default_dtype_reaches_linspace_without_a_dtype() -> None:
     with default_dtype(torch.bfloat16):
         points = torch.linspace(0, 299, 300)

@@ -30,8 +30,8 @@ class LinspaceEnumeration(Rule):
     ## Why is this bad?
     It is RPL101's enumeration under another name. bf16 holds integers exactly only up to 256, and
     half-integers only up to 128: on a feature map 300 cells wide, `torch.linspace(0, 299, 300,
-    dtype=torch.bfloat16)` has 257 distinct points, and the reference points or anchors built on them are off by
-    up to a cell. A dtype taken from an activation is bf16 in mixed-precision training, and
+    dtype=torch.bfloat16)` has 278 distinct points, and the reference points or anchors built on them are off by
+    up to 2 cells. A dtype taken from an activation is bf16 in mixed-precision training, and
     `from_pretrained(torch_dtype=torch.bfloat16)` makes bf16 the default dtype while the model's `__init__` runs.
 
     ## Example
