@@ -18,10 +18,10 @@ class LinspaceEnumeration(Rule):
     `torch.linspace(0, n - 1, n)`, or `torch.linspace(0.5, h - 0.5, h)` for the centres of a grid's cells) in
     a floating dtype that can be low precision, wherever it runs: bf16 or fp16; the dtype of a tensor shown to be
     floating (an activation's, a weight's), or a `dtype` parameter whose callers in the file pass one, as RPL101
-    reads them; or, without `dtype=`, the default dtype, which RPL101 reads as `torch.get_default_dtype()`: one
-    that follows the model. Points one apart are read from a literal start, and an end and a step count that
-    differ from one expression by literals. With literal bounds alone, only points that bf16 cannot hold are
-    flagged.
+    reads them; or, without `dtype=` (or with `dtype=None`), the default dtype, which RPL101 reads as
+    `torch.get_default_dtype()`: one that follows the model. Points one apart are read from a literal start, and
+    an end and a step count that differ from one expression by literals. With literal bounds alone, only points
+    that bf16 cannot hold are flagged.
 
     An explicit float32 or float64 is never flagged: DeepSpeed's `zero.Init()` patches `torch.arange` and the
     other constructors that RPL101 names, not `torch.linspace`, and a default dtype set for loading leaves an
@@ -77,7 +77,7 @@ class LinspaceEnumeration(Rule):
             if offset is None:
                 continue
             dtype = enumerations.dtype_argument(call)
-            if dtype is None:
+            if dtype is None or (isinstance(dtype, ast.Constant) and dtype.value is None):
                 shown = "the default dtype (bf16 while a bf16 load builds the model)"
             elif not enumerations.shown_floating(ctx, dtype):
                 continue
@@ -110,8 +110,9 @@ class LinspaceEnumeration(Rule):
         Invalid("import torch\ndef f(n):\n    return torch.linspace(0.5, n - 0.5, n, dtype=torch.bfloat16)\n"),
         # Quarters, which bf16 holds only up to 64.
         Invalid("import torch\nGRID = torch.linspace(0.25, 99.25, 100, dtype=torch.bfloat16)\n"),
-        # The default dtype, which follows the model.
+        # The default dtype, which follows the model, also as `dtype=None`.
         Invalid("import torch\ndef grid(n):\n    return torch.linspace(1, n, n)\n"),
+        Invalid("import torch\ndef grid(n):\n    return torch.linspace(0, n - 1, n, dtype=None)\n"),
         # Keywords in any order.
         Invalid(
             "import torch\n"
