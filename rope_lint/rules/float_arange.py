@@ -9,7 +9,7 @@ from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules import payloads
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.analysis.dtypes import is_floating_dtype, is_floating_tensor, qualified_dtype
+from rope_lint.rules.analysis.dtypes import is_floating_tensor, qualified_dtype
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -211,13 +211,14 @@ class FloatArange(Rule):
                 return  # float32 holds integers exactly to 2**24, and nothing casts what a cast made
             target = f"the dtype of `{ast.unparse(argument)}`"
         else:
-            floating = is_floating_dtype(ctx, argument)
             if enumerations.may_be_none(ctx, call, argument):
                 # Unlike `dtype=`, where RPL101 takes such a parameter to carry the model's dtype for callers outside
                 # the file too (Known problems): a cast may be to None (`.to(dtype=None)` keeps the int64), so only a
                 # caller in the file that passes a floating dtype counts.
-                floating = None
-            if not (floating or (floating is None and enumerations.passed_floating_dtype(ctx, argument))):
+                floating = enumerations.passed_floating_dtype(ctx, argument)
+            else:
+                floating = enumerations.shown_floating(ctx, argument)
+            if not floating:
                 return
             if enumerations.at_least_float32(enumerations.literal_dtypes(ctx, argument)):
                 return

@@ -1057,7 +1057,7 @@ def unit_spacing_offset(call: ast.Call) -> float | None:
     its start is offset by (0.0 for integers, 0.5 for half-integers); else None. One apart means `end - start ==
     steps - 1`, read from a literal start and an end and a step count that differ from one expression by literals
     (`linspace(0, n - 1, n)`, `linspace(0.5, h - 0.5, h)`, `linspace(1, n, n)`). Literal bounds count only where bf16
-    cannot hold them all (beyond 256, or 128 from a fractional start)."""
+    cannot hold them all (`bf16_holds_up_to`)."""
     start, end, steps = _linspace_bounds(call)
     if start is None or end is None or steps is None:
         return None
