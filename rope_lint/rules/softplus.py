@@ -21,7 +21,9 @@ class Softplus(Rule):
     ## What it does
     Flags `log(1 + exp(x))`, `log(exp(x) + 1)` and `log1p(exp(x))`, in the function and the method spelling
     and mixtures of them (`torch.log(1 + x.exp())`, `x.exp().log1p()`). `a + log(1 + exp(b - a))` is a
-    log-sum-exp merge, which RPL301 turns into `torch.logaddexp(a, b)`.
+    log-sum-exp merge, which RPL301 turns into `torch.logaddexp(a, b)`. An `x` that is never positive
+    (`-x.abs()`, `-torch.square(x)`, `-F.relu(x)`, a literal at most 0) is left alone: `exp(x)` is at most 1
+    there, and `relu(x) + log1p(exp(-x.abs()))` is how softplus itself is written stably.
 
     ## Why is this bad?
     `exp(x)` is `inf` from `x` ≈ 88.7 in float32 (709.8 in float64), and so is the result, where the true value
@@ -53,7 +55,8 @@ class Softplus(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in [*logdomain.calls(ctx, "log"), *logdomain.calls(ctx, "log1p")]:
-            if logdomain.softplus_argument(ctx, call) is None or logdomain.shifted_merge(ctx, call) is not None:
+            argument = logdomain.softplus_argument(ctx, call)
+            if argument is None or logdomain.never_positive(ctx, argument) or logdomain.shifted_merge(ctx, call):
                 continue
             yield self.report(
                 call,
@@ -94,6 +97,13 @@ class Softplus(Rule):
             safety=FixSafety.SAFE,
         ),
         Invalid(
+            # `-x` and `-x.abs() + 1` can be positive: flagged.
+            "import torch\ny = torch.log1p(torch.exp(-x)) + torch.log1p(torch.exp(-x.abs() + 1))\n",
+            fixed="import torch\ny = torch.nn.functional.softplus(-x) + torch.nn.functional.softplus(-x.abs() + 1)\n",
+            safety=FixSafety.SAFE,
+            count=2,
+        ),
+        Invalid(
             "import torch\ny = (a - b).exp().log1p()\n",
             fixed="import torch\ny = torch.nn.functional.softplus(a - b)\n",
             safety=FixSafety.SAFE,
@@ -117,5 +127,10 @@ class Softplus(Rule):
         Valid("import torch\ny = torch.log(1 + torch.exp(x) * w)\n"),
         Valid("import torch\ny = torch.log(torch.exp(x) + 1e-6)\n"),
         Valid("import torch\nm = a + torch.log1p(torch.exp(b - a))\n"),
+        # `exp` of what is never positive is at most 1: no overflow, and the stable form of softplus itself.
+        Valid("import torch\ny = torch.relu(x) + torch.log1p(torch.exp(-x.abs()))\n"),
+        Valid("import torch\ny = torch.log(1 + torch.exp(-torch.square(x)))\n"),
+        Valid("import torch\ny = (-(a * a + torch.relu(b))).exp().log1p()\n"),
+        Valid("import torch\ny = torch.log1p(torch.exp(-abs(x) / 2))\n"),
         Valid("import numpy as np\ny = np.log(1 + np.exp(x))\n"),
     )

@@ -25,7 +25,12 @@ FUNCTIONS: dict[str, frozenset[str]] = {
     "sigmoid": frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"}),
     "softmax": frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}),
     "sum": frozenset({"torch.sum"}),
+    "abs": frozenset({"torch.abs"}),
+    "square": frozenset({"torch.square"}),
+    "relu": frozenset({"torch.relu", "torch.nn.functional.relu"}),
 }
+# The ops above whose value is never negative, whatever their operand.
+_NEVER_NEGATIVE = ("abs", "square", "relu", "exp", "sigmoid")
 
 
 def is_method_spelling(ctx: FileContext, call: ast.Call) -> bool:
@@ -111,6 +116,41 @@ def softplus_argument(ctx: FileContext, call: ast.Call) -> ast.expr | None:
     if inner is None:
         inner = unary_operand(ctx, call, "log1p")
     return unary_operand(ctx, inner, "exp")
+
+
+def never_positive(ctx: FileContext, node: ast.expr) -> bool:
+    """Whether `node` is at most 0 whatever its operands: a literal, the negation of what is never negative
+    (`-x.abs()`, `-torch.square(x)`, `-F.relu(x)`), and sums of such values, and their products and quotients with
+    what is never negative. `exp` of it is at most 1, so it cannot overflow."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _never_negative(ctx, node.operand)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return never_positive(ctx, node.left) and never_positive(ctx, node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):  # (-x.abs()) / 2, as Python groups it
+        left, right = node.left, node.right
+        nonpositive_left = never_positive(ctx, left) and _never_negative(ctx, right)
+        return nonpositive_left or (_never_negative(ctx, left) and never_positive(ctx, right))
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value <= 0
+
+
+def _never_negative(ctx: FileContext, node: ast.expr) -> bool:
+    """Whether `node` is at least 0 whatever its operands: a literal, `abs`, `square`, `relu`, `exp` or `sigmoid` of
+    anything, an even power, and sums, products and quotients of such values."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float) and node.value >= 0
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "abs" and len(node.args) == 1:
+        return node.func.id not in ctx.imported_names  # the builtin, not a name imported over it
+    if any(unary_operand(ctx, node, op) is not None for op in _NEVER_NEGATIVE):
+        return True
+    if not isinstance(node, ast.BinOp):
+        return False
+    if isinstance(node.op, ast.Pow):
+        power = node.right
+        return isinstance(power, ast.Constant) and type(power.value) is int and power.value % 2 == 0
+    if isinstance(node.op, ast.Mult) and same(node.left, node.right):
+        return True
+    operands_never_negative = _never_negative(ctx, node.left) and _never_negative(ctx, node.right)
+    return isinstance(node.op, ast.Add | ast.Mult | ast.Div) and operands_never_negative
 
 
 class ShiftedMerge(namedtuple("ShiftedMerge", ("node", "base", "other", "base_side"))):
