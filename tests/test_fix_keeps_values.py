@@ -79,6 +79,11 @@ CALLS = [
     ("enumeration_dtypes.py", "like_input", (hidden(2, 300, dtype=torch.float64),)),
     ("enumeration_dtypes.py", "in_dtype", (300,)),
     ("enumeration_dtypes.py", "in_dtype", (300, torch.float64)),
+    # A dtype that only a guess calls floating: an integer one stays integer, a floating one is promoted as above.
+    ("enumeration_dtypes.py", "frame_offsets", (torch.tensor([3, 0, 5]), 4)),
+    ("enumeration_dtypes.py", "frame_offsets", (hidden(300), 4)),
+    ("enumeration_dtypes.py", "bit_weights", (12, torch.int32)),
+    ("enumeration_dtypes.py", "bit_weights", (12, torch.float64)),
 ]
 
 

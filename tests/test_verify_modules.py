@@ -60,7 +60,7 @@ def test_changed_module_classes_are_built_from_their_config_and_run_both_ways(pa
     # A class that cannot be built is reported with its reason, one line.
     grid = line_about(run.stdout, "ResampledGrid")
     assert grid == (
-        f"{modeling}:57: ResampledGrid could not build: as a module: constructor parameter 'fn' needs an object "
+        f"{modeling}:63: ResampledGrid could not build: as a module: constructor parameter 'fn' needs an object "
         "that cannot be derived from its signature"
     )
     # A rotary class whose forward takes boxes: the probe cannot build it, so it is run as a module is, on

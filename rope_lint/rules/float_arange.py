@@ -111,7 +111,10 @@ class FloatArange(Rule):
     - bf16, fp16: `.float()`, unsafe: the result becomes float32.
     - a dtype known only at run time (`x.dtype`, a parameter, `torch.get_default_dtype()`), which may be
       float64: `.to(torch.promote_types(<dtype>, torch.float32))`, unsafe: bf16 becomes float32, while
-      float32 and float64 stay as they were.
+      float32 and float64 stay as they were. Where the code alone does not show the dtype floating (only a
+      name, a parameter named `dtype` or a model's `self.dtype` say so), the cast keeps an integer dtype:
+      `.to(torch.promote_types(dtype, torch.float32) if dtype.is_floating_point else dtype)`, since an index
+      enumerated as float32 breaks the code that indexes with it.
 
     A cast after an integer enumeration (`torch.arange(n).to(x.dtype)`) gets no fix: positions of float32 or wider
     would make what follows float32 where it was bf16, and a matmul of them with bf16 weights raises. Cast them to
@@ -120,7 +123,8 @@ class FloatArange(Rule):
     float32.
 
     Where the start or the step is not proven integral, the enumeration stays floating. A dtype known only at run
-    time becomes `torch.promote_types(<dtype>, torch.float32)`, unsafe for the same reason, and only in a
+    time becomes `torch.promote_types(<dtype>, torch.float32)` (an integer one kept, as above), unsafe for the same
+    reason, and only in a
     method that no constructor runs (neither `__init__`, a method it reaches through `self.`, nor a
     cache builder) of a class that defines its own `__init__`: there neither zero.Init nor a bf16
     default dtype can cast the result. Elsewhere, and for a literal dtype, no fix is offered: in a
@@ -286,8 +290,10 @@ class FloatArange(Rule):
             fixed="import torch\n"
             "def f(hidden_states):\n"
             "    batch, length, _ = hidden_states.shape\n"
+            # Only its name says that `hidden_states` is floating: an integer dtype is kept.
             "    return torch.arange(length, dtype=torch.int64)"
-            ".to(torch.promote_types(hidden_states.dtype, torch.float32))\n",
+            ".to(torch.promote_types(hidden_states.dtype, torch.float32) if hidden_states.dtype.is_floating_point "
+            "else hidden_states.dtype)\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
@@ -329,7 +335,8 @@ class FloatArange(Rule):
             "    def __init__(self, length):\n"
             "        self.length = length\n"
             "    def forward(self, x):\n"
-            "        return torch.arange(-self.length, self.length, dtype=torch.promote_types(x.dtype, torch.float32))\n",  # noqa: E501
+            "        return torch.arange(-self.length, self.length, dtype=torch.promote_types(x.dtype, torch.float32) "
+            "if x.dtype.is_floating_point else x.dtype)\n",
             safety=FixSafety.UNSAFE,
         ),
         # A fractional or unknown step, or a start not proven integral: an int64 enumeration could lose an element or
@@ -381,7 +388,8 @@ class FloatArange(Rule):
             "        super().__init__()\n"
             "        self.proj = torch.nn.Linear(dim, dim)\n"
             "    def forward(self, x, n: int):\n"
-            "        return torch.arange(n, dtype=torch.int64).to(torch.promote_types(self.proj.weight.dtype, torch.float32))\n",  # noqa: E501
+            "        return torch.arange(n, dtype=torch.int64).to(torch.promote_types(self.proj.weight.dtype, "
+            "torch.float32) if self.proj.weight.dtype.is_floating_point else self.proj.weight.dtype)\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
@@ -393,7 +401,8 @@ class FloatArange(Rule):
             "    return _positions(q.shape[1], q.dtype)\n",
             fixed="import torch\n"
             "def _positions(n: int, kind):\n"
-            "    return torch.arange(n, dtype=torch.int64).to(torch.promote_types(kind, torch.float32))\n"
+            "    return torch.arange(n, dtype=torch.int64).to(torch.promote_types(kind, torch.float32) "
+            "if kind.is_floating_point else kind)\n"
             "def attend(q):\n"
             "    return _positions(q.shape[1], q.dtype)\n",
             safety=FixSafety.UNSAFE,
@@ -461,6 +470,13 @@ class FloatArange(Rule):
         # A fractional start with an integral step enumerates half-integers: no int64 rewrite holds them.
         Invalid("import torch\ndef f(n: int, x):\n    return torch.arange(0.5, n, dtype=x.dtype)\n"),
         # float64 holds integers exactly up to 2**53: exact wherever it runs.
+        # The dtype of a tensor subclass's own values, which may be an integer one: nothing says it is floating.
+        Valid(
+            "import torch\n"
+            "class IndexTensor(torch.Tensor):\n"
+            "    def positions(self):\n"
+            "        return torch.arange(self.size(0), dtype=self.dtype)\n"
+        ),
         Valid("import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.float64)\n"),
         Valid("import torch\ndef f(start, n):\n    return torch.arange(start, n, dtype=torch.double)\n"),
         Valid(
@@ -655,7 +671,8 @@ class FloatArange(Rule):
             "        freqs = 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim)\n"
             '        self.register_buffer("theta", self.scaled(freqs))\n'
             "        t = torch.arange(max_positions, dtype=torch.int64)"
-            ".to(torch.promote_types(self.theta.dtype, torch.float32))\n"
+            ".to(torch.promote_types(self.theta.dtype, torch.float32) if self.theta.dtype.is_floating_point "
+            "else self.theta.dtype)\n"
             '        self.register_buffer("angles", torch.outer(t, self.theta))\n'
             "    def scaled(self, freqs):\n"
             "        return torch.tensor([f / 8 for f in freqs.tolist()], dtype=freqs.dtype)\n",

@@ -69,7 +69,9 @@ def qualified_dtype(ctx: FileContext, node: ast.expr) -> str | None:
     return name if name in FLOATING_DTYPES or name in INTEGER_DTYPES else None
 
 
-def is_floating_dtype(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool | None:
+def is_floating_dtype(ctx: FileContext, node: ast.expr, depth: int = 0, *, by_name: bool = True) -> bool | None:
+    """Whether the dtype expression `node` is floating. `by_name` false: what the code says alone, where a guess would
+    decide (a name's words, a model's `self.dtype`, a parameter named `dtype`), None."""
     if depth > 8:
         return None
     literal = qualified_dtype(ctx, node)
@@ -81,13 +83,20 @@ def is_floating_dtype(ctx: FileContext, node: ast.expr, depth: int = 0) -> bool 
         chosen = chosen_from_literals(ctx, node)
         return None if chosen is None else chosen <= FLOATING_DTYPES
     if isinstance(node, ast.Attribute) and node.attr == "dtype":
-        # `self.dtype` of a model is the dtype of its parameters.
         if is_self_attribute(node):
-            return True
-        return is_floating_tensor(ctx, node.value, depth + 1)
+            return _self_dtype_is_floating(ctx, node) if by_name else None
+        return is_floating_tensor(ctx, node.value, depth + 1, by_name=by_name)
     if isinstance(node, ast.Name):
-        return _name_is_floating(ctx, node, depth, dtype_name=True)
+        return _name_is_floating(ctx, node, depth, dtype_name=True, by_name=by_name)
     return None
+
+
+def _self_dtype_is_floating(ctx: FileContext, node: ast.Attribute) -> bool | None:
+    """`self.dtype` of a model is the dtype of its parameters; of a tensor subclass, its own, which may be any."""
+    cls = ctx.enclosing_class(node)
+    if cls is not None and any(ctx.qualified_name(base) == "torch.Tensor" for base in cls.bases):
+        return None
+    return True
 
 
 def chosen_from_literals(ctx: FileContext, call: ast.Call) -> frozenset[str] | None:
@@ -157,10 +166,10 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0, *, 
         name = ctx.qualified_name(node.func)
         dtype = next((kw.value for kw in node.keywords if kw.arg == "dtype"), None)
         if name in _FLOATING_CONSTRUCTORS:
-            return True if dtype is None else is_floating_dtype(ctx, dtype, depth + 1)
+            return True if dtype is None else is_floating_dtype(ctx, dtype, depth + 1, by_name=by_name)
         if name == "torch.arange":
             if dtype is not None:
-                return is_floating_dtype(ctx, dtype, depth + 1)
+                return is_floating_dtype(ctx, dtype, depth + 1, by_name=by_name)
             return any(isinstance(arg, ast.Constant) and isinstance(arg.value, float) for arg in node.args)
         if name == "torch.nn.Parameter":
             # A parameter holds its data's dtype: floating unless the data is known not to be (an integer lookup
@@ -176,7 +185,7 @@ def is_floating_expression(ctx: FileContext, node: ast.expr, depth: int = 0, *, 
             if method in _INTEGER_CASTS or method in _INDEX_METHODS:
                 return False
             if method in ("to", "type") and node.args:
-                return is_floating_dtype(ctx, node.args[0], depth + 1)
+                return is_floating_dtype(ctx, node.args[0], depth + 1, by_name=by_name)
             if method == "type_as" and node.args:
                 return is_floating_tensor(ctx, node.args[0], depth + 1, by_name=by_name)
             if method in DTYPE_PRESERVING_METHODS or method in _SUMS:
@@ -273,7 +282,7 @@ def _name_is_floating(
         values = assigned_values(function, node.id, before_line=node.lineno)
         if values:
             if dtype_name:
-                answers = {is_floating_dtype(ctx, value, depth + 1) for value in values}
+                answers = {is_floating_dtype(ctx, value, depth + 1, by_name=by_name) for value in values}
             else:
                 answers = {is_floating_tensor(ctx, value, depth + 1, by_name=by_name) for value in values}
             if answers == {None} and not dtype_name:
@@ -285,19 +294,19 @@ def _name_is_floating(
         if parameter is not None:
             argument, default = parameter
             if dtype_name:
-                return _dtype_parameter_is_floating(ctx, argument, default, depth)
+                return _dtype_parameter_is_floating(ctx, argument, default, depth, by_name)
             return _if_by_name(by_name, node.id)
     return None
 
 
 def _dtype_parameter_is_floating(
-    ctx: FileContext, argument: ast.arg, default: ast.expr | None, depth: int
+    ctx: FileContext, argument: ast.arg, default: ast.expr | None, depth: int, by_name: bool
 ) -> bool | None:
     """A parameter that carries a dtype in model code carries the model's floating dtype, unless it says not."""
     if default is not None and not (isinstance(default, ast.Constant) and default.value is None):
-        return is_floating_dtype(ctx, default, depth + 1)
+        return is_floating_dtype(ctx, default, depth + 1, by_name=by_name)
     annotation = ctx.qualified_name(argument.annotation) if argument.annotation is not None else None
-    if annotation == "torch.dtype" or argument.arg == "dtype":
+    if by_name and (annotation == "torch.dtype" or argument.arg == "dtype"):
         return True
     return None
 

@@ -547,13 +547,19 @@ def _cast_back(ctx: FileContext, dtype: ast.expr | None, alias: str) -> tuple[Fi
         return FixSafety.SAFE, "float()"
     if literal is not None:
         return FixSafety.UNSAFE, "float()"
-    return FixSafety.UNSAFE, f"to({promoted(alias, dtype)})"
+    return FixSafety.UNSAFE, f"to({promoted(ctx, alias, dtype)})"
 
 
-def promoted(alias: str, dtype: ast.expr) -> str:
+def promoted(ctx: FileContext, alias: str, dtype: ast.expr) -> str:
     """The code of the dtype that is `dtype` or wider, never narrower than float32: bf16 and fp16 give float32,
-    float64 stays float64."""
-    return f"{alias}.promote_types({ast.unparse(dtype)}, {alias}.float32)"
+    float64 stays float64. Where the code alone does not show `dtype` floating (a name's words, a model's `self.dtype`
+    or a parameter named `dtype` say so, and the rules take them at their word), an integer dtype is kept as it is,
+    which `promote_types` would make float32: an index enumerated as floats breaks the code that indexes with it."""
+    code = ast.unparse(dtype)
+    widened = f"{alias}.promote_types({code}, {alias}.float32)"
+    if is_floating_dtype(ctx, dtype, by_name=False):
+        return widened
+    return f"{widened} if {code}.is_floating_point else {code}"
 
 
 def may_be_none(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> bool:
@@ -627,7 +633,7 @@ def promoted_dtype_fix(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> Fix
     alias = torch_alias(ctx, call)
     if alias is None or runs_only_after_construction(ctx, call) != frozenset() or may_be_none(ctx, call, dtype):
         return None
-    return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(alias, dtype)))
+    return Fix(FixSafety.UNSAFE, PromotedDtype(promoted(ctx, alias, dtype)))
 
 
 def _is_cast_to_float32(ctx: FileContext, node: ast.AST | None) -> bool:
