@@ -470,6 +470,13 @@ class FloatArange(Rule):
         # A fractional start with an integral step enumerates half-integers: no int64 rewrite holds them.
         Invalid("import torch\ndef f(n: int, x):\n    return torch.arange(0.5, n, dtype=x.dtype)\n"),
         # float64 holds integers exactly up to 2**53: exact wherever it runs.
+        # Positions that index a tensor are integers, whatever the name of the tensor whose dtype they take.
+        Valid(
+            "import torch\n"
+            "def pair_scores(logits, x):\n"
+            "    rows = torch.arange(x.size(0), dtype=x.dtype)\n"
+            "    return logits[rows, x]\n"
+        ),
         # The dtype of a tensor subclass's own values, which may be an integer one: nothing says it is floating.
         Valid(
             "import torch\n"

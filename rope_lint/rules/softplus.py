@@ -132,5 +132,6 @@ class Softplus(Rule):
         Valid("import torch\ny = torch.log(1 + torch.exp(-torch.square(x)))\n"),
         Valid("import torch\ny = (-(a * a + torch.relu(b))).exp().log1p()\n"),
         Valid("import torch\ny = torch.log1p(torch.exp(-abs(x) / 2))\n"),
+        Valid("import torch\ny = logits.abs().neg().exp().log1p()\n"),
         Valid("import numpy as np\ny = np.log(1 + np.exp(x))\n"),
     )

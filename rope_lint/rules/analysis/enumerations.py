@@ -1047,7 +1047,7 @@ def rounds_where_it_runs(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> t
     the public helpers that the answer rests on (empty where the file alone proves it), or None where it is exact: a
     dtype not shown to be floating, float64, or an explicit float32 after construction (RPL104's). zero.Init casts what
     `torch.arange` makes while a model is built, an explicit float32 too."""
-    if not shown_floating(ctx, dtype):
+    if not shown_floating(ctx, dtype) or indexes_a_tensor(ctx, call):
         return None
     literals = literal_dtypes(ctx, dtype)
     if only_float64(literals):
@@ -1056,6 +1056,37 @@ def rounds_where_it_runs(ctx: FileContext, call: ast.Call, dtype: ast.expr) -> t
     if after == frozenset():
         return None  # RPL104's: exact to 2**24, out of zero.Init's and the default dtype's reach
     return tuple(sorted(after or ()))
+
+
+def indexes_a_tensor(ctx: FileContext, call: ast.Call) -> bool:
+    """Whether what `call` makes indexes a tensor: `x[torch.arange(n, dtype=d.dtype)]`, or `s = torch.arange(...)`
+    with `s` then an index of a subscript (`logits[s, d]`), in a function that binds `s` once. An index is an integer
+    (or bool) tensor, so its dtype is none of the floating ones that a guess took it for."""
+    parent = ctx.parent(call)
+    if _an_index_of(ctx, call):
+        return True
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    function = next(ctx.enclosing_functions(call), None)
+    name = parent.targets[0].id
+    if function is None or len(assigned_values(function, name, before_line=(function.end_lineno or 0) + 1)) != 1:
+        return False
+    # The subscripts are looked for in the function's tree: the rules index the parents of trigger lines only.
+    subscripts = (node for node in walk(function) if isinstance(node, ast.Subscript))
+    return any(isinstance(index, ast.Name) and index.id == name for node in subscripts for index in _indices(node))
+
+
+def _an_index_of(ctx: FileContext, node: ast.expr) -> bool:
+    """`x[node]` or `x[..., node]`: `node` is (one of) the subscript's indices."""
+    parent = ctx.parent(node)
+    if isinstance(parent, ast.Tuple):
+        parent = ctx.parent(parent)
+    return isinstance(parent, ast.Subscript) and any(index is node for index in _indices(parent))
+
+
+def _indices(subscript: ast.Subscript) -> list[ast.expr]:
+    index = subscript.slice
+    return list(index.elts) if isinstance(index, ast.Tuple) else [index]
 
 
 def unit_spacing_offset(call: ast.Call) -> float | None:

@@ -28,6 +28,7 @@ FUNCTIONS: dict[str, frozenset[str]] = {
     "abs": frozenset({"torch.abs"}),
     "square": frozenset({"torch.square"}),
     "relu": frozenset({"torch.relu", "torch.nn.functional.relu"}),
+    "neg": frozenset({"torch.neg", "torch.negative"}),
 }
 # The ops above whose value is never negative, whatever their operand.
 _NEVER_NEGATIVE = ("abs", "square", "relu", "exp", "sigmoid")
@@ -120,10 +121,13 @@ def softplus_argument(ctx: FileContext, call: ast.Call) -> ast.expr | None:
 
 def never_positive(ctx: FileContext, node: ast.expr) -> bool:
     """Whether `node` is at most 0 whatever its operands: a literal, the negation of what is never negative
-    (`-x.abs()`, `-torch.square(x)`, `-F.relu(x)`), and sums of such values, and their products and quotients with
-    what is never negative. `exp` of it is at most 1, so it cannot overflow."""
+    (`-x.abs()`, `x.abs().neg()`, `-torch.square(x)`, `-F.relu(x)`), and sums of such values, and their products and
+    quotients with what is never negative. `exp` of it is at most 1, so it cannot overflow."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return _never_negative(ctx, node.operand)
+    negated = unary_operand(ctx, node, "neg")  # `x.abs().neg()`
+    if negated is not None:
+        return _never_negative(ctx, negated)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return never_positive(ctx, node.left) and never_positive(ctx, node.right)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):  # (-x.abs()) / 2, as Python groups it
