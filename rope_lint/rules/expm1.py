@@ -23,7 +23,8 @@ class Expm1(Rule):
     Flags a subtraction whose left operand is `exp(x)` (function or method spelling) and whose right operand
     is the literal `1`. Only the subtraction itself is matched, as Python groups it: `2 * torch.exp(x) - 1`
     and `a + torch.exp(x) - 1` subtract 1 from `2 * exp(x)` and `a + exp(x)`, not from `exp(x)`, and stay
-    silent.
+    silent. So does a subtraction rounded to an integer at once (`torch.round(torch.exp(d) - 1).long()`, a
+    duration predicted in the log domain): what the cancellation loses is far below the rounding.
 
     ## Why is this bad?
     Near `x = 0`, `exp(x)` is close to 1 and the subtraction cancels its leading digits: in float32,
@@ -66,6 +67,7 @@ class Expm1(Rule):
                 or not isinstance(subtraction.op, ast.Sub)
                 or subtraction.left is not call
                 or not logdomain.is_one(subtraction.right)
+                or logdomain.rounded_at_once(ctx, subtraction)
             ):
                 continue
             yield self.report(
@@ -124,5 +126,7 @@ class Expm1(Rule):
         Valid("import torch\ny = torch.exp(x) - 1e-3\n"),
         Valid("import torch\ny = 1 - torch.exp(x)\n"),
         Valid("import torch\ny = torch.expm1(x)\n"),
+        Valid("import torch\nframes = torch.round(torch.exp(log_frames) - 1).long()\n"),
+        Valid("import torch\nframes = (log_frames.exp() - 1).ceil()\n"),
         Valid("import math\ny = math.exp(x) - 1\n"),
     )

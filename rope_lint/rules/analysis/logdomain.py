@@ -240,6 +240,18 @@ _INTEGER_CASTS = frozenset({"long", "int", "short", "byte"})
 _INTEGRAL_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 
 
+def rounded_at_once(ctx: FileContext, node: ast.expr) -> bool:
+    """Whether the value of `node` is rounded to an integer right away: `torch.round(node)`, `node.floor()`,
+    `node.long()`. An error of a unit in the last place of 1 moves no such result, but at a rounding boundary."""
+    parent = ctx.parent(node)
+    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node:
+        name = ctx.qualified_name(parent.func) or (parent.func.id if isinstance(parent.func, ast.Name) else "")
+        return name.removeprefix("torch.").removeprefix("math.") in _ROUNDING
+    call = ctx.parent(parent) if isinstance(parent, ast.Attribute) and parent.value is node else None
+    rounding = isinstance(call, ast.Call) and call.func is parent and not call.args
+    return rounding and parent.attr in _ROUNDING | _INTEGER_CASTS
+
+
 def is_integral(ctx: FileContext, node: ast.expr, function: FunctionNode | None = None) -> bool:
     """Whether `node` is proven to hold integer values, in an integer dtype or a floating one, by the code of its
     function alone: integer literals; `torch.arange` with an integral start and step (its elements are
