@@ -25,7 +25,9 @@ class LogSumExp(Rule):
     ## What it does
     Flags `log(sum(exp(x), d))` in the function and the method spelling and mixtures of them
     (`torch.log(torch.sum(torch.exp(x), dim=-1))`, `x.exp().sum(-1).log()`). The max-shift idiom
-    `m + log(sum(exp(x - m), d))` is stable as written and stays silent.
+    `m + log(sum(exp(x - m), d))` is stable as written and stays silent, and so is `log(sum(exp(x - m), d))` where
+    `m` is the maximum of `x` (`x.amax(d, keepdim=True)`, `torch.max(x, d).values`, or a name bound to one), as
+    `log_softmax` writes it: no term is above 1, and one is 1.
 
     ## Why is this bad?
     `exp` overflows from 88.7 in float32 (709.8 in float64): one large score makes the sum `inf`, and so the
@@ -61,6 +63,8 @@ class LogSumExp(Rule):
             shifted = logdomain.unary_operand(ctx, total.operand, "exp") if total is not None else None
             if total is None or shifted is None or logdomain.is_shift_added_back(ctx, call, [shifted]):
                 continue
+            if logdomain.shifted_by_its_maximum(ctx, shifted):
+                continue  # the max-shift of log_softmax, `(x - m) - log(sum(exp(x - m)))`: stable as written
             fix = None
             if total.has_dim() and len(total.args) <= 2 and {kw.arg for kw in total.keywords} <= _KEYWORDS:
                 payload = partial(payloads.WriteReduction, method_spelling=total.method)
@@ -118,6 +122,14 @@ class LogSumExp(Rule):
         Invalid("import torch\ntotal = torch.log(torch.sum(torch.exp(x), -1, dtype=torch.float64))\n"),
         Valid("import torch\nlse = torch.logsumexp(x, -1)\n"),
         Valid("import torch\nlse = m + torch.log(torch.sum(torch.exp(x - m), dim=-1))\n"),
+        # log_softmax's order: the shift by the maximum is not added back, and the sum is at least 1.
+        Valid(
+            "import torch\n"
+            "def log_probs(x):\n"
+            "    x_max = x.amax(1, keepdim=True)\n"
+            "    return (x - x_max) - (x - x_max).exp().sum(1, keepdim=True).log()\n"
+        ),
+        Valid("import torch\nlse = torch.log(torch.sum(torch.exp(x - torch.max(x, -1, keepdim=True).values), -1))\n"),
         Valid("import torch\ntotal = torch.log(torch.sum(x, -1))\n"),
         Valid("import numpy as np\nlse = np.log(np.sum(np.exp(x), axis=-1))\n"),
     )

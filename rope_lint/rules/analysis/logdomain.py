@@ -121,13 +121,15 @@ def softplus_argument(ctx: FileContext, call: ast.Call) -> ast.expr | None:
 
 def never_positive(ctx: FileContext, node: ast.expr) -> bool:
     """Whether `node` is at most 0 whatever its operands: a literal, the negation of what is never negative
-    (`-x.abs()`, `x.abs().neg()`, `-torch.square(x)`, `-F.relu(x)`), and sums of such values, and their products and
-    quotients with what is never negative. `exp` of it is at most 1, so it cannot overflow."""
+    (`-x.abs()`, `x.abs().neg()`, `-torch.square(x)`, `-F.relu(x)`), a value less its maximum, and sums of such
+    values, and their products and quotients with what is never negative. `exp` of it is at most 1: no overflow."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return _never_negative(ctx, node.operand)
     negated = unary_operand(ctx, node, "neg")  # `x.abs().neg()`
     if negated is not None:
         return _never_negative(ctx, negated)
+    if shifted_by_its_maximum(ctx, node):
+        return True
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return never_positive(ctx, node.left) and never_positive(ctx, node.right)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):  # (-x.abs()) / 2, as Python groups it
@@ -135,6 +137,37 @@ def never_positive(ctx: FileContext, node: ast.expr) -> bool:
         nonpositive_left = never_positive(ctx, left) and _never_negative(ctx, right)
         return nonpositive_left or (_never_negative(ctx, left) and never_positive(ctx, right))
     return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value <= 0
+
+
+def shifted_by_its_maximum(ctx: FileContext, node: ast.expr) -> bool:
+    """`x - x.amax(d, keepdim=True)`, also with the maximum bound to a name first (`m = x.max(d).values`, then
+    `x - m`): at most 0, and 0 where `x` is largest, so the `exp` of it neither overflows nor sums to 0."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
+        return False
+    shift = node.right
+    if isinstance(shift, ast.Name):
+        function = next(ctx.enclosing_functions(node), None)
+        values = dtypes.assigned_values(function, shift.id, before_line=node.lineno) if function else []
+        if len(values) != 1:
+            return False
+        shift = values[0]
+    return _maximum_of(ctx, shift, node.left)
+
+
+def _maximum_of(ctx: FileContext, node: ast.expr, tensor: ast.expr) -> bool:
+    """`tensor.amax(...)`, `torch.max(tensor, d).values`, `tensor.max(d)[0]`, `tensor.max().detach()` and the like."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach":
+        node = node.func.value
+    values = isinstance(node, ast.Attribute) and node.attr == "values"
+    first = isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == 0
+    if values or first:  # the values of `max(x, d)`, not its indices
+        node = node.value
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Attribute) and ctx.qualified_name(node.func) is None:
+        return node.func.attr in ("max", "amax") and same(node.func.value, tensor)
+    name = ctx.qualified_name(node.func)
+    return name in ("torch.max", "torch.amax") and bool(node.args) and same(node.args[0], tensor)
 
 
 def _never_negative(ctx: FileContext, node: ast.expr) -> bool:
