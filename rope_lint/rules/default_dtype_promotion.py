@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
-from rope_lint.rules.analysis import enumerations
-from rope_lint.rules.analysis.context import FileContext
+from rope_lint.rules.analysis import dtypes, enumerations
+from rope_lint.rules.analysis.context import FileContext, walk
 from rope_lint.rules.analysis.dtypes import is_floating_dtype
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
@@ -24,6 +24,10 @@ def _is_float_cast(ctx: FileContext, dtype: ast.expr) -> bool:
     if isinstance(dtype, ast.Call) and ctx.qualified_name(dtype.func) == "torch.promote_types":
         return any(is_floating_dtype(ctx, arg) for arg in dtype.args)
     return bool(is_floating_dtype(ctx, dtype))
+
+
+def _mentions(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(name, ast.Name) and name.id in names for name in walk(node))
 
 
 def _to_arguments(call: ast.Call) -> list[ast.expr]:
@@ -66,7 +70,11 @@ class DefaultDtypePromotion(Rule):
     ```
 
     ## Fix safety
-    Safe: under the default default dtype the result was float32 already, and `.float()` keeps it so.
+    Safe: under the default default dtype the result was float32 already, and `.float()` keeps it so. Unsafe where
+    what the enumeration computes meets a tensor made in the default dtype (`torch.kaiser_window(k) *
+    torch.sinc(time)`, followed through the function's names): under a bf16 default the product was bf16 and becomes
+    float32, so a tensor the code keeps from it (a filter, a buffer) changes dtype, and a convolution or a matmul of
+    it with bf16 inputs raises. Cast the finished product to the default dtype where it is kept.
 
     ## Known problems
     An operation in a method that `__init__` does not reach (`forward`, a decoding step) is not flagged:
@@ -83,7 +91,7 @@ class DefaultDtypePromotion(Rule):
     name = "default-dtype-promotion"
     prefilter = PrefilterSpec(triggers=(b"arange",), screen=screens.arange_may_be_hazard)
     fix_availability = FixAvailability.ALWAYS
-    fix_safeties = frozenset({FixSafety.SAFE})
+    fix_safeties = frozenset({FixSafety.SAFE, FixSafety.UNSAFE})
     # No payload: the fix appends `.float()` to the enumeration, whatever it is.
 
     # What the finding says, by the operation that makes the enumeration floating.
@@ -109,12 +117,57 @@ class DefaultDtypePromotion(Rule):
             after_unless = enumerations.runs_only_after_construction(ctx, call)
             if after_unless == frozenset():
                 continue
+            safety = FixSafety.UNSAFE if self._meets_a_default_dtype_tensor(ctx, call) else FixSafety.SAFE
             yield self.report(
                 call,
                 self._DIVISION if isinstance(operation.op, ast.Div) else self._FLOAT_OPERAND,
-                Fix(FixSafety.SAFE),
+                Fix(safety),
                 tuple(sorted(after_unless or ())),
             )
+
+    @staticmethod
+    def _meets_a_default_dtype_tensor(ctx: FileContext, call: ast.Call) -> bool:
+        """Whether what the enumeration computes, followed through the names its function binds, is an operand of
+        arithmetic with a tensor made in the default dtype (`kaiser_window(k) * torch.sinc(time)`): bf16 under a bf16
+        default before the fix, float32 after, so that a tensor the code keeps (a convolution's filter) changes
+        dtype, and an operation of it with bf16 inputs may raise."""
+        function = next(ctx.enclosing_functions(call), None)
+        if function is None:
+            return False
+        statement: ast.AST | None = call
+        while statement is not None and not isinstance(statement, ast.stmt):
+            statement = ctx.parent(statement)
+        derived, defaults = set(), set()
+        assignments = [node for node in walk(function) if isinstance(node, ast.Assign)]
+        for _ in range(len(assignments)):  # names bound from names bound before: to a fixed point
+            before = len(derived) + len(defaults)
+            for node in assignments:
+                # Names bound, not tensors written into (`pe[:, 0::2] = ...` keeps the dtype of `pe`).
+                targets = {
+                    name.id
+                    for target in node.targets
+                    for name in ([target] if isinstance(target, ast.Name) else getattr(target, "elts", []))
+                    if isinstance(name, ast.Name)
+                }
+                if node is statement or _mentions(node.value, derived):
+                    derived |= targets
+                if dtypes.made_in_default_dtype(ctx, node.value) or _mentions(node.value, defaults):
+                    defaults |= targets
+            if len(derived) + len(defaults) == before:
+                break
+
+        def from_default(operand: ast.expr) -> bool:
+            return _mentions(operand, defaults) or any(dtypes.made_in_default_dtype(ctx, n) for n in walk(operand))
+
+        def from_enumeration(operand: ast.expr) -> bool:
+            return _mentions(operand, derived) or any(n is call for n in walk(operand))
+
+        return any(
+            (from_enumeration(node.left) and from_default(node.right))
+            or (from_default(node.left) and from_enumeration(node.right))
+            for node in walk(function)
+            if isinstance(node, ast.BinOp)
+        )
 
     @staticmethod
     def _made_floating_by(ctx: FileContext, call: ast.Call) -> ast.BinOp | None:
@@ -186,6 +239,25 @@ class DefaultDtypePromotion(Rule):
             fixed="import math\nimport torch\n"
             "div = torch.exp(torch.arange(0, d, 2).float() * -(math.log(10000.0) / d))\n",
             safety=FixSafety.SAFE,
+        ),
+        # A low-pass filter: the half-integer times meet a window made in the default dtype, so under a bf16 default
+        # the kept filter was bf16, and is float32 after the fix: unsafe.
+        Invalid(
+            "import torch\n"
+            "class LowPass(torch.nn.Module):\n"
+            "    def __init__(self, half, cutoff):\n"
+            "        super().__init__()\n"
+            "        window = torch.kaiser_window(2 * half, periodic=False)\n"
+            "        time = torch.arange(-half, half) + 0.5\n"
+            "        self.register_buffer('taps', 2 * cutoff * window * torch.sinc(2 * cutoff * time))\n",
+            fixed="import torch\n"
+            "class LowPass(torch.nn.Module):\n"
+            "    def __init__(self, half, cutoff):\n"
+            "        super().__init__()\n"
+            "        window = torch.kaiser_window(2 * half, periodic=False)\n"
+            "        time = torch.arange(-half, half).float() + 0.5\n"
+            "        self.register_buffer('taps', 2 * cutoff * window * torch.sinc(2 * cutoff * time))\n",
+            safety=FixSafety.UNSAFE,
         ),
         # Integer arithmetic first keeps it an enumeration: the float comes after.
         Invalid(

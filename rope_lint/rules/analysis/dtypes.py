@@ -24,6 +24,20 @@ INTEGER_DTYPES = frozenset(
 _FLOATING_CONSTRUCTORS = frozenset(
     f"torch.{name}" for name in ("randn", "rand", "zeros", "ones", "empty", "full", "linspace", "logspace", "tensor")
 )
+# Those and the signal windows: made in the default dtype where no `dtype=` is given.
+_DEFAULT_DTYPE_CONSTRUCTORS = _FLOATING_CONSTRUCTORS | frozenset(
+    f"torch.{name}_window" for name in ("kaiser", "hann", "hamming", "blackman", "bartlett")
+)
+
+
+def made_in_default_dtype(ctx: FileContext, node: ast.AST) -> bool:
+    """`torch.ones(n)`, `torch.kaiser_window(k)`: a floating tensor made in the default dtype, bf16 while
+    `from_pretrained(torch_dtype=torch.bfloat16)` builds a model."""
+    if not (isinstance(node, ast.Call) and ctx.qualified_name(node.func) in _DEFAULT_DTYPE_CONSTRUCTORS):
+        return False
+    return not any(keyword.arg == "dtype" for keyword in node.keywords)
+
+
 _FLOAT_CASTS = frozenset({"float", "half", "bfloat16", "double"})
 _INTEGER_CASTS = frozenset({"long", "int", "short", "bool", "byte"})
 # Methods that give indices, int64 whatever their receiver's dtype.
