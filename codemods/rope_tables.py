@@ -31,27 +31,31 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    turning it into int64 is RPL101's fix, made only where its bounds are proven integral.
 4. Positions never take a table's dtype: `.type_as(self.inv_freq)` becomes `.float()` in construction, and
    `.to(device=<device>, dtype=torch.float32)` at run time (`type_as` moved them to the table's device too).
-5. In the other methods, a table read is its copy on the device of a tensor the method takes, since a plain
-   attribute does not follow `module.to(device)`: `self.cos_cached[:n].to(dtype=x.dtype)` ->
-   `_rope_table_on_device(self, "cos_cached", x.device)[:n].to(dtype=x.dtype)`. That function (`TABLE_ON_DEVICE`,
-   added once to the file) moves the float32 table to the device on the first call there and keeps the copy in a
-   plain attribute, a per-device cache that `module.to(dtype)` never rounds, until the table is replaced: a
-   steady-state forward copies nothing between devices, synchronises nothing, and compiles whole. A move of the
-   copy to its own device goes, and so does one of a tensor that forward makes on the default device only to move
-   it there (`torch.arange(n).to(x.device)` -> `torch.arange(n, device=x.device)`); `self.inv_freq.device` becomes
-   that device, and a read of a table's dtype or shape stays. The device comes only from a parameter that is a
-   tensor on every path, or a device parameter (`rotary.device_source`), never from a sequence length, a shape or
-   the function an `_apply` override takes. A method without one moves nothing; a class with such a method that
-   returns what it read, or keeps it on `self` for forward to return (`rotary.movable_rotary_classes`), would hand
-   CPU tables to a model on an accelerator, so the codemod leaves it, and its rotary bases and subclasses in the
-   file, as they are. So it does a class whose construction reads a buffer that step 1 keeps (the buffer is on the
-   default device, its tables on the CPU), one that caches tables at run time (`self._cos_cached = ...` after
-   construction: their dtype is the module's, and so is what it returns), one whose construction makes tensors the
-   codemod cannot pin (a factory not spelled `torch.<factory>`) or moves a table to a device of its own, and one
-   whose construction is given a device (`device=device`, `self.device`) and that keeps a buffer or parameter
-   registered, which would go to the default device instead (`rotary.tables_can_move`); and one whose tables other
-   code of the package reads off the module (`self.rotary_emb.cos_sin_cache` handed to a kernel), which would get
-   the CPU attribute (`rope_lint/rules/analysis/table_reads.py`, asked of the package: `CodemodFile.package`).
+5. In the other methods, a table read is its copy on the device of a tensor the method takes, since a plain attribute
+   does not follow `module.to(device)`: `self.cos_cached[:n].to(dtype=x.dtype)` -> `_rope_table_on_device(self,
+   "cos_cached", x.device)[:n].to(dtype=x.dtype)`. That function (`TABLE_ON_DEVICE`, added once to the file) moves
+   the float32 table to the device on the first call there and keeps the copy in a plain attribute, a per-device
+   cache that `module.to(dtype)` never rounds, until the table is replaced: a steady-state forward copies nothing
+   between devices, synchronises nothing, and compiles whole. A move of the copy to its own device goes, and so does
+   one of a tensor that forward makes on the default device only to move it there (`torch.arange(n).to(x.device)` ->
+   `torch.arange(n, device=x.device)`); `self.inv_freq.device` becomes that device, and a read of a table's dtype or
+   shape stays. The device comes only from a parameter that is a tensor on every path, or a device parameter
+   (`rotary.device_source`), never from a sequence length, a shape, the function an `_apply` override takes, or a
+   tensor that the method moves to the table's device itself (`position_ids.to(self.inv_freq.device)`: it may live
+   elsewhere). A method without one moves nothing; a class with such a method that returns what it read, or keeps it
+   on `self` for forward to return (`rotary.movable_rotary_classes`), would hand CPU tables to a model on an
+   accelerator, so the codemod leaves it, and its rotary bases and subclasses in the file, as they are. So it does a
+   class whose construction reads a buffer that step 1 keeps (the buffer is on the default device, its tables on the
+   CPU), one that caches tables at run time (`self._cos_cached = ...` after construction: their dtype is the
+   module's, and so is what it returns), one whose construction makes tensors the codemod cannot pin (a factory not
+   spelled `torch.<factory>`) or moves a table to a device of its own, and one whose construction is given a device
+   (`device=device`, `self.device`) and that keeps a buffer or parameter registered, which would go to the default
+   device instead (`rotary.tables_can_move`); one built in part by a base in another module, which the codemod does
+   not see: its construction calls a method of that base, whose tensors stay on the default device, or the base keeps
+   what its builders return (`rotary.builds_for_a_base_out_of_view`; a transformers modular source's parent model is
+   in view, since regeneration merges it in); and one whose tables other code of the package reads off the module
+   (`self.rotary_emb.cos_sin_cache` handed to a kernel), which would get the CPU attribute
+   (`rope_lint/rules/analysis/table_reads.py`, asked of the package: `CodemodFile.package`).
    Functions outside the class that a decorator on forward runs first (dynamic and long-context updates, which
    take the module and a device) read the tables the same way, so that an update in place (`.copy_()`) writes into
    the copy that forward reads, at the address CUDA graphs replay; an update that replaces a table
@@ -113,18 +117,25 @@ def rewrite(tree: cst.Module, file: CodemodFile) -> cst.Module:
     read = {name for name in stored if file.path and file.package.table_read_elsewhere(file.path, name)}
     movable = rotary.movable_rotary_classes(list(classes.values()), read)
     copied, inherited = _sources(movable, file)
+    in_view = classes
+    bases = {base.id for cls in classes.values() for base in cls.bases if isinstance(base, ast.Name)}
+    if bases - classes.keys():
+        # The module may be a run of the file's statements: the other bases are read from the whole text.
+        whole = file.tree
+        in_view = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
+    # A class whose base out of view keeps what its builders return, unless regeneration merges that base in.
+    unseen = {
+        name for name in movable if not inherited[name] and rotary.builds_for_a_base_out_of_view(in_view[name], in_view)
+    }
+    if unseen:
+        movable = rotary.movable_rotary_classes(list(classes.values()), read, left=unseen)
     kept = {
         name: tables
         for name in movable
         if (tables := {t for code in [*copied[name], *inherited[name]] for t in _persistent_buffers(code)})
     }
-    bases = {base.id for name in movable for base in classes[name].bases if isinstance(base, ast.Name)}
-    if bases - classes.keys():
-        # The module may be a run of the file's statements: the other bases are read from the whole text.
-        whole = file.tree
-        classes = {**(rotary.top_level_classes(whole) if whole else {}), **classes}
     # The methods that run at construction, as RPL203 reads them: a base's `__init__` runs a subclass's overrides.
-    construction = {name: rotary.construction_methods(classes[name], classes) for name in movable}
+    construction = {name: rotary.construction_methods(in_view[name], in_view) for name in movable}
     tree = tree.visit(_TableStores(kept, rotary_names - movable, movable))
     inherited_tables = {name: _inherited_tables(tuple(inherited[name])) for name in movable}
     tree = tree.visit(_RotaryClassRewrite(movable, inherited_tables, construction))

@@ -398,6 +398,123 @@ def test_a_class_given_a_device_with_a_kept_buffer_is_left_on_that_device() -> N
     assert module(torch.zeros(4, 16, device="meta")).device.type == "meta"
 
 
+# A multimodal rotary class of the shape of a training framework's: forward moves the positions it takes to the
+# table's device, so the positions may live elsewhere (built on the CPU) than where the model computes.
+POSITIONS_MOVED_TO_THE_TABLE = """\
+import torch
+from torch import nn
+
+
+class SectionedRotaryEmbedding(nn.Module):
+    def __init__(self, dim, base=10000):
+        super().__init__()
+        self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+
+    def forward(self, position_ids):
+        seq = position_ids.to(device=self.inv_freq.device, dtype=self.inv_freq.dtype)
+        return torch.outer(seq, self.inv_freq).cos()
+"""
+
+
+def test_positions_moved_to_the_tables_device_give_no_device_to_move_the_tables_to() -> None:
+    """The codemod moved the table to the device of the positions, which the original moved to the table's: CPU
+    positions then gave CPU tables to a model on an accelerator (here `meta`, its stand-in)."""
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.commands import RopeTablesCommand
+
+    rewritten = RopeTablesCommand(CodemodContext()).transform_module(parse_module(POSITIONS_MOVED_TO_THE_TABLE)).code
+    assert rewritten == POSITIONS_MOVED_TO_THE_TABLE
+    namespace: dict = {}
+    exec(compile(POSITIONS_MOVED_TO_THE_TABLE, "model.py", "exec"), namespace)
+    with torch.device("meta"):
+        module = namespace["SectionedRotaryEmbedding"](16)
+    assert module(torch.arange(8)).device.type == "meta"
+
+
+# A serving library's rotary variants: a base in another module builds and registers the table that the subclass's
+# builder returns, from frequencies that a method of the base computes.
+BASE_OUT_OF_VIEW = """\
+import torch
+from torch import nn
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, dim, max_positions, base):
+        super().__init__()
+        self.dim, self.max_positions, self.base = dim, max_positions, base
+        self.register_buffer("cos_sin_cache", self._compute_cos_sin_cache(), persistent=False)
+
+    def _compute_inv_freq(self, base):
+        return 1.0 / (base ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))
+
+    def _compute_cos_sin_cache(self):
+        t = torch.arange(self.max_positions, dtype=torch.float)
+        freqs = torch.outer(t, self._compute_inv_freq(self.base))
+        return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+
+    def forward(self, positions):
+        return self.cos_sin_cache[positions]
+"""
+VARIANTS = {
+    # The subclass computes with the base's method: CPU positions would meet the base's frequencies on the device.
+    "calls_the_base": """\
+import torch
+from rotary_base import RotaryEmbedding
+
+
+class ScaledRotaryEmbedding(RotaryEmbedding):
+    def __init__(self, dim, max_positions, base, factor):
+        self.factor = factor
+        super().__init__(dim, max_positions, base)
+
+    def _compute_cos_sin_cache(self):
+        inv_freq = self._compute_inv_freq(self.base * self.factor)
+        t = torch.arange(self.max_positions, dtype=torch.float)
+        freqs = torch.einsum("i,j -> ij", t, inv_freq)
+        return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+""",
+    # The subclass computes everything, but the base registers what its builder returns and reads it in forward.
+    "returns_to_the_base": """\
+import torch
+from rotary_base import RotaryEmbedding
+
+
+class StretchedRotaryEmbedding(RotaryEmbedding):
+    def _compute_cos_sin_cache(self):
+        inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))
+        t = torch.arange(self.max_positions * 2, dtype=torch.float) / 2
+        freqs = torch.einsum("i,j -> ij", t, inv_freq)
+        return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+""",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_subclass_of_a_rotary_base_in_another_module_is_left_as_it_is(
+    variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The codemod pinned the subclass's enumerations to the CPU, where the base (out of view) computes and keeps its
+    tables on the default device: under `with torch.device(...)` the product mixed devices, or the base registered a
+    CPU table that its forward handed to an accelerator."""
+    (tmp_path / "rotary_base.py").write_text(BASE_OUT_OF_VIEW)
+    variant_path = tmp_path / f"{variant}.py"
+    variant_path.write_text(VARIANTS[variant])
+    run = rope_lint("fix", "--unsafe-fixes", "--select", "RPL2", str(variant_path))
+    assert run.returncode in (0, 1), run.stdout + run.stderr
+    assert variant_path.read_text() == VARIANTS[variant]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "rotary_base", raising=False)
+    module = load_module(variant_path, f"variant_{variant}")
+    cls = next(
+        value for name, value in vars(module).items() if name.endswith("RotaryEmbedding") and name != "RotaryEmbedding"
+    )
+    arguments = (16, 32, 10000.0, 2.0) if variant == "calls_the_base" else (16, 32, 10000.0)
+    with torch.device("meta"):
+        built = cls(*arguments)
+    assert built(torch.arange(4, device="meta")).device.type == "meta"
+
+
 def test_an_apply_override_reads_its_tables_where_they_are() -> None:
     """`_apply(self, fn)` takes a function: its table reads stay unmoved, and forward's move to the input's device."""
     from libcst import parse_module

@@ -64,8 +64,9 @@ class RopeDeviceMath(Rule):
     moves them to the device of a tensor it takes. The codemod places each enumeration on the CPU and leaves
     its dtype to RPL101. A class whose methods return tables without taking a tensor (a sequence length, a
     shape) has no device to move them to, and the codemod leaves it as it is; so it does a class whose code after
-    construction uses what its construction code returns; `fix` leaves one whose tables other code of the package
-    reads off the module (see RPL202).
+    construction uses what its construction code returns, and one built in part by a base in another module (a
+    method of the base computes part of the tables on the default device, or the base keeps what the class's
+    builders return); `fix` leaves one whose tables other code of the package reads off the module (see RPL202).
 
     ## Known problems
     A table is judged dead from its class alone: a subclass, or another module, that reads

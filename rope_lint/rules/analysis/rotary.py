@@ -261,16 +261,16 @@ def reachable_from_init(
     """Given each method's `self.<name>` references: `__init__` and every method it names (a call, or `fn =
     self.compute`), transitively, the methods of `inherited`, which a parent's construction reaches, and, with
     `builders_by_name`, the cache builders, which a subclass overrides and its parent's `__init__` calls."""
-    reached, pending = set(), ["__init__", *(inherited or ())]
+    builders = [name for name in references if "cache" in name or "rope_parameters" in name] if builders_by_name else []
+    # What a builder calls runs at construction too (`_compute_cos_sin_cache` calling `self._compute_inv_freq`).
+    reached, pending = set(), ["__init__", *(inherited or ()), *builders]
     while pending:
         name = pending.pop()
         if name in reached or name not in references:
             continue
         reached.add(name)
         pending.extend(references[name])
-    if not builders_by_name:
-        return reached
-    return reached | {name for name in references if "cache" in name or "rope_parameters" in name}
+    return reached
 
 
 # What only a tensor has among the values a rotary method takes: reading one of these from a parameter shows it is a
@@ -321,6 +321,10 @@ def device_source(method: FunctionNode) -> str | None:
         and not (isinstance(defaults.get(arg), ast.Constant) and defaults[arg].value is None)  # type: ignore[union-attr]
     ]
     read = _tensor_reads(method.body)
+    # A tensor the method moves to the device of one the module holds (`position_ids.to(self.inv_freq.device)`) may
+    # live elsewhere (position ids built on the CPU): where the method computes is not its device.
+    elsewhere = _moved_to_the_module(method)
+    candidates = [arg for arg in candidates if arg.arg not in elsewhere]
     for arg in candidates:
         annotation = arg.annotation
         name = (
@@ -335,6 +339,23 @@ def device_source(method: FunctionNode) -> str | None:
         if name in _TENSOR_ANNOTATIONS or (annotation is None and arg.arg in read):
             return f"{arg.arg}.device"
     return next((arg.arg for arg in candidates if is_device_parameter(arg)), None)
+
+
+def _moved_to_the_module(method: FunctionNode) -> set[str]:
+    """The names that `method` moves to the device of a tensor on `self`: `x.to(self.t.device)`,
+    `x.to(device=self.t.device, dtype=...)`."""
+    moved = set()
+    for node in ast.walk(method):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"):
+            continue
+        receiver = node.func.value
+        targets = [*node.args, *(keyword.value for keyword in node.keywords if keyword.arg == "device")]
+        on_self = any(
+            isinstance(t, ast.Attribute) and t.attr == "device" and is_self_attribute(t.value) for t in targets
+        )
+        if on_self and isinstance(receiver, ast.Name):
+            moved.add(receiver.id)
+    return moved
 
 
 def is_device_parameter(arg: ast.arg) -> bool:
@@ -418,6 +439,7 @@ def tables_can_move(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> b
         or _given_a_device(cls, construction)
         or _uses_construction_after_it(cls, construction)
         or _keeps_a_table_to_load(cls)
+        or _built_out_of_view(cls, construction, classes)
     ):
         return False
     # A method out of construction that keeps what it computes on `self`, for another method to return (a cache that
@@ -594,6 +616,67 @@ def _caches_tables_at_run_time(cls: ast.ClassDef, construction: set[str]) -> boo
     )
 
 
+def _built_out_of_view(cls: ast.ClassDef, construction: set[str], classes: Mapping[str, ast.ClassDef]) -> bool:
+    """Whether a base out of view (another module's class) computes part of the tables: construction calls a method
+    that neither the class nor its bases among `classes` define or keep (`inv_freq = self._compute_inv_freq(base)`),
+    which makes its tensors on the default device, where the codemod's CPU enumerations would meet them in a model
+    built under `with torch.device("cuda")`."""
+    out_of_view = [base for base in cls.bases if ast.unparse(base) not in _PLAIN_MODULES]
+    if all(isinstance(base, ast.Name) and base.id in classes for base in out_of_view):
+        return False
+    defined = _defined_methods(cls, classes)
+    for method in methods(cls):
+        if method.name not in construction:
+            continue
+        for node in walk(method):
+            called = node.func if isinstance(node, ast.Call) else None
+            if is_self_attribute(called) and called.attr not in defined | _MODULE_METHODS:
+                return True
+    return False
+
+
+# `torch.nn.Module`'s own methods, which any rotary class has: none of them computes a table.
+_MODULE_METHODS = frozenset(
+    {
+        "register_buffer", "register_parameter", "register_module", "add_module", "get_buffer", "get_parameter",
+        "get_submodule", "apply", "to", "cpu", "cuda", "float", "half", "double", "bfloat16", "type", "modules",
+        "children", "named_modules", "named_children", "parameters", "named_parameters", "buffers", "named_buffers",
+        "state_dict", "load_state_dict", "train", "eval", "requires_grad_", "zero_grad", "forward", "extra_repr",
+    }
+)  # fmt: skip
+
+
+def builds_for_a_base_out_of_view(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> bool:
+    """Whether a base out of view (another module's class) keeps what the class builds: a construction method returns
+    a value that the class itself never asks for (`_compute_cos_sin_cache`, which the base's `__init__` calls and
+    registers). The base would keep a CPU table, where its own methods, and the kernels they call, read it. The
+    codemod asks this only of a class whose parents regeneration does not merge into it (a transformers modular
+    source's parent model is in view: `transformers.generated.inherited_classes`)."""
+    out_of_view = [base for base in cls.bases if ast.unparse(base) not in _PLAIN_MODULES]
+    if all(isinstance(base, ast.Name) and base.id in classes for base in out_of_view):
+        return False
+    named = {node.attr for node in walk(cls) if is_self_attribute(node)}
+    construction = construction_methods(cls, classes)
+    return any(
+        method.name in construction
+        and method.name not in named
+        and any(_returns_value(node) for node in own_nodes(method))
+        for method in methods(cls)
+    )
+
+
+def _defined_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> set[str]:
+    """The methods that the class and its bases among `classes` define, and the attributes they keep on `self` (a
+    function kept there, `self.rope_init_fn = ROPE_INIT_FUNCTIONS[kind]`, which the codemod runs on the CPU)."""
+    defined = {method.name for method in methods(cls)}
+    defined |= {node.attr for node in walk(cls) if is_self_attribute(node) and isinstance(node.ctx, ast.Store)}
+    for base in cls.bases:
+        parent = classes.get(base.id) if isinstance(base, ast.Name) and base.id != cls.name else None
+        if parent is not None:
+            defined |= _defined_methods(parent, {k: v for k, v in classes.items() if k != cls.name})
+    return defined
+
+
 def _places_off_the_cpu(cls: ast.ClassDef, construction: set[str]) -> bool:
     """Whether construction makes or moves tensors where the codemod cannot keep them on the CPU: a factory spelled
     without `torch.` (`arange(n)` imported from torch), which it does not pin, or a table moved to a device
@@ -698,17 +781,19 @@ def _moved_tables(ctx: FileContext, cls: ast.ClassDef) -> tuple[str, ...]:
     return tuple(sorted(set().union(*map(stored_tables, family))))
 
 
-def movable_rotary_classes(classes: list[ast.ClassDef], read_elsewhere: Collection[str] = ()) -> set[str]:
+def movable_rotary_classes(
+    classes: list[ast.ClassDef], read_elsewhere: Collection[str] = (), left: Collection[str] = ()
+) -> set[str]:
     """The names of `classes` (a file's rotary classes) whose tables the rope codemod can move. A class and its
     rotary bases and subclasses in the file share their tables' methods, so they are rewritten together or not at
     all. `read_elsewhere`: the tables that other code reads off a module (`table_reads`), which no class that
-    stores one can move."""
+    stores one can move; `left`: classes that the caller knows cannot move, for reasons out of the file."""
     by_name = {cls.name: cls for cls in classes}
     group = _groups(classes)
     stuck = {
         group[cls.name]
         for cls in classes
-        if not tables_can_move(cls, by_name) or not stored_tables(cls).isdisjoint(read_elsewhere)
+        if not tables_can_move(cls, by_name) or not stored_tables(cls).isdisjoint(read_elsewhere) or cls.name in left
     }
     return {name for name in by_name if group[name] not in stuck}
 
