@@ -262,7 +262,7 @@ def test_a_required_count_of_parts_named_by_its_part_gets_a_few() -> None:
 # The changed module classes that are not rotary at run time, on each release's acceptance run: how many are built
 # and verified, and how many could not be built (each with its reason).
 MODULES_VERIFIED = {OLD: 20, NEW: 34}
-MODULES_NOT_BUILT = {OLD: 14, NEW: 27}
+MODULES_NOT_BUILT = {OLD: 11, NEW: 27}  # 4.37.2: 14 before RPL307 left SeamlessM4T's rounded durations alone
 
 MODULE_LINE = re.compile(r"(.+?):\d+: (\w+) (verified|not verified|could not build)\b:? \(?(.*)")
 

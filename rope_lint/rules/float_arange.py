@@ -114,7 +114,9 @@ class FloatArange(Rule):
       float32 and float64 stay as they were. Where the code alone does not show the dtype floating (only a
       name, a parameter named `dtype` or a model's `self.dtype` say so), the cast keeps an integer dtype:
       `.to(torch.promote_types(dtype, torch.float32) if dtype.is_floating_point else dtype)`, since an index
-      enumerated as float32 breaks the code that indexes with it.
+      enumerated as float32 breaks the code that indexes with it. Where the float32 positions then meet bf16
+      tensors in an operation that does not promote (a matmul, `einsum`, a convolution), it raises: compute in
+      float32 there, and cast the result to the bf16 dtype.
 
     A cast after an integer enumeration (`torch.arange(n).to(x.dtype)`) gets no fix: positions of float32 or wider
     would make what follows float32 where it was bf16, and a matmul of them with bf16 weights raises. Cast them to
