@@ -144,6 +144,31 @@ def test_a_fresh_alias_is_a_name_the_file_does_not_use(tmp_path: Path) -> None:
     assert results(text)[1] == 5
 
 
+# A module that must import without torch: it imports torch inside the function that needs it, and hands it on.
+IMPORTS_TORCH_LAZILY = """\
+def feather(length, ramp, torch, device):
+    return torch.arange(0.0, ramp, 1.0, device=device) / ramp
+
+
+def blend(length, ramp):
+    import torch
+
+    return feather(length, ramp, torch, "cpu")
+"""
+
+
+def test_a_fix_adds_no_module_level_import_of_a_module_the_file_imports_lazily(tmp_path: Path) -> None:
+    """The int64 rewrite wrote `torch.int64` where `torch` is a parameter, through `import torch as _torch` added at
+    module level: the module then needed torch to import, which it is written not to. The finding stays, unfixed."""
+    path = tmp_path / "upscale.py"
+    path.write_text(IMPORTS_TORCH_LAZILY)
+    found = check_source(str(path), IMPORTS_TORCH_LAZILY, Settings(select_rules(["RPL102"], []), Path(".")))
+    assert [(d.code, d.fix is not None) for d in found] == [("RPL102", True)]
+    report = fix([str(path)])
+    assert path.read_text() == IMPORTS_TORCH_LAZILY
+    assert [d.code for d in report.remaining] == ["RPL102"] and report.fixed == []
+
+
 def test_apply_fixes_never_returns_text_that_does_not_compile() -> None:
     """The last guard: whatever a rule's fix writes, `apply_fixes` compiles the text before giving it back."""
     original = "def f(a, b):\n    y = (a.exp() + b.exp()).log()\n    global torch\n    return y\n"

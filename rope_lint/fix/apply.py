@@ -27,7 +27,7 @@ from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
 from rope_lint.files import SourceFile, resolved
 from rope_lint.fix.formatting import changed_regions, formatted_like_original, lines_formatted_with, original_diffs
-from rope_lint.fix.names import ModuleNames, ScopeNeeded, with_imports
+from rope_lint.fix.names import ImportedLazily, ModuleNames, ScopeNeeded, with_imports
 from rope_lint.fix.origins import carried_rewrites, spelled_as_origins
 from rope_lint.fix.tidy import imports_tidied, original_codes
 from rope_lint.fix.write import write_atomically
@@ -703,11 +703,15 @@ class _Fixes(Transformer):
     def _fix(self, node: cst.CSTNode, diagnostic: Diagnostic, placed: cst.CSTNode) -> cst.CSTNode:
         """The rule's fix of `node`, its module names resolved in the scope of `placed`, the node in the original."""
         assert diagnostic.fix is not None
-        self.applied.append(diagnostic)
         fixed = rule_class(diagnostic.code)().fix(node, diagnostic.fix.payload)
         scoped = isinstance(self, _ScopedFixTransformer)
         scope = self.get_metadata(ScopeProvider, placed, None) if scoped else None
-        return self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import, scopes_known=scoped)
+        try:
+            resolved = self.names.resolved(node, fixed, scope, diagnostic.fix.adds_import, scopes_known=scoped)
+        except ImportedLazily:
+            return node  # the file must import without the module: no import of it is added at module level
+        self.applied.append(diagnostic)
+        return resolved
 
 
 # Two classes, neither a subclass of the other: LibCST caches a class's metadata dependencies in a class attribute,

@@ -37,6 +37,11 @@ class ScopeNeeded(Exception):
     """A fix applied without scopes wrote a module name that a scope of the file binds: apply it again with them."""
 
 
+class ImportedLazily(Exception):
+    """A fix needs a module-level import of a module that the file imports only inside functions (a module that
+    must import without it): the fix is not made."""
+
+
 class ModuleNames:
     """What one file binds, read from its stdlib syntax tree, and the imports its fixes need. What the file binds below
     module level is read when a fix first asks: a file whose fixes are all class codemods never does."""
@@ -99,6 +104,7 @@ class ModuleNames:
         them out, which costs more than the fix), raises `ScopeNeeded` where a name introduced is bound in a function,
         class, lambda or comprehension of the file: only then does the scope matter."""
         kept = {id(node) for node in _walk(original)}
+        needed: set[tuple[str, str | None]] = set()  # added to `imports` only where the whole fix can be made
         for name in [n for n in _root_names(fixed) if id(n) not in kept]:
             meant = self.meant.get(name.value, name.value if name.value == adds else None)
             if meant is None:
@@ -106,14 +112,27 @@ class ModuleNames:
             if not scopes_known and self._anywhere.bound[name.value] > len(self.module_level.get(name.value, [])):
                 raise ScopeNeeded(name.value)
             reach = self._reach(name.value, meant, scope)
+            top, _, rest = meant.partition(".")
+            if reach != "local" and self._imported_lazily(top):
+                raise ImportedLazily(top)
             if reach == "module" and not self.module_level.get(name.value):
-                self.imports.add((meant, None))
+                needed.add((meant, None))
             if reach is None:
-                top, _, rest = meant.partition(".")
                 alias = self._alias(top)
-                self.imports.add((top, alias))
+                needed.add((top, alias))
                 fixed = fixed.deep_replace(name, cst.parse_expression(f"{alias}.{rest}" if rest else alias))
+        self.imports |= needed
         return fixed
+
+    def _imported_lazily(self, module: str) -> bool:
+        """Whether the file imports `module` (or a module in it) only inside functions, never at module level."""
+
+        def within(qualified: str | None) -> bool:
+            return qualified is not None and (qualified == module or qualified.startswith(module + "."))
+
+        if not any(within(qualified) for qualified in self.meant.values()):
+            return False
+        return not any(within(qualified) for bindings in self.module_level.values() for qualified in bindings)
 
     def _reach(self, name: str, meant: str, scope: Scope | None) -> str | None:
         """How `name` reaches the module `meant` from `scope`: "local" through an import of an enclosing function,
