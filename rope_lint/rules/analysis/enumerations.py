@@ -1062,9 +1062,9 @@ def indexes_a_tensor(ctx: FileContext, call: ast.Call) -> bool:
     """Whether what `call` makes indexes a tensor: `x[torch.arange(n, dtype=d.dtype)]`, or `s = torch.arange(...)`
     with `s` then an index of a subscript (`logits[s, d]`), in a function that binds `s` once. An index is an integer
     (or bool) tensor, so its dtype is none of the floating ones that a guess took it for."""
-    parent = ctx.parent(call)
     if _an_index_of(ctx, call):
         return True
+    parent = ctx.parent(call)
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
         return False
     function = next(ctx.enclosing_functions(call), None)

@@ -260,7 +260,8 @@ def reachable_from_init(
 ) -> set[str]:
     """Given each method's `self.<name>` references: `__init__` and every method it names (a call, or `fn =
     self.compute`), transitively, the methods of `inherited`, which a parent's construction reaches, and, with
-    `builders_by_name`, the cache builders, which a subclass overrides and its parent's `__init__` calls."""
+    `builders_by_name`, the cache builders, which a subclass overrides and its parent's `__init__` calls, and the
+    methods they name."""
     builders = [name for name in references if "cache" in name or "rope_parameters" in name] if builders_by_name else []
     # What a builder calls runs at construction too (`_compute_cos_sin_cache` calling `self._compute_inv_freq`).
     reached, pending = set(), ["__init__", *(inherited or ()), *builders]
@@ -345,7 +346,7 @@ def _moved_to_the_module(method: FunctionNode) -> set[str]:
     """The names that `method` moves to the device of a tensor on `self`: `x.to(self.t.device)`,
     `x.to(device=self.t.device, dtype=...)`."""
     moved = set()
-    for node in ast.walk(method):
+    for node in walk(method):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"):
             continue
         receiver = node.func.value
@@ -621,8 +622,7 @@ def _built_out_of_view(cls: ast.ClassDef, construction: set[str], classes: Mappi
     that neither the class nor its bases among `classes` define or keep (`inv_freq = self._compute_inv_freq(base)`),
     which makes its tensors on the default device, where the codemod's CPU enumerations would meet them in a model
     built under `with torch.device("cuda")`."""
-    out_of_view = [base for base in cls.bases if ast.unparse(base) not in _PLAIN_MODULES]
-    if all(isinstance(base, ast.Name) and base.id in classes for base in out_of_view):
+    if not _has_a_base_out_of_view(cls, classes):
         return False
     defined = _defined_methods(cls, classes)
     for method in methods(cls):
@@ -652,8 +652,7 @@ def builds_for_a_base_out_of_view(cls: ast.ClassDef, classes: Mapping[str, ast.C
     registers). The base would keep a CPU table, where its own methods, and the kernels they call, read it. The
     codemod asks this only of a class whose parents regeneration does not merge into it (a transformers modular
     source's parent model is in view: `transformers.generated.inherited_classes`)."""
-    out_of_view = [base for base in cls.bases if ast.unparse(base) not in _PLAIN_MODULES]
-    if all(isinstance(base, ast.Name) and base.id in classes for base in out_of_view):
+    if not _has_a_base_out_of_view(cls, classes):
         return False
     named = {node.attr for node in walk(cls) if is_self_attribute(node)}
     construction = construction_methods(cls, classes)
@@ -663,6 +662,12 @@ def builds_for_a_base_out_of_view(cls: ast.ClassDef, classes: Mapping[str, ast.C
         and any(_returns_value(node) for node in own_nodes(method))
         for method in methods(cls)
     )
+
+
+def _has_a_base_out_of_view(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> bool:
+    """Whether a base of the class is neither `nn.Module` nor one of `classes`: another module's class."""
+    bases = [base for base in cls.bases if ast.unparse(base) not in _PLAIN_MODULES]
+    return not all(isinstance(base, ast.Name) and base.id in classes for base in bases)
 
 
 def _defined_methods(cls: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> set[str]:
