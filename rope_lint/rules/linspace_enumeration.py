@@ -4,7 +4,7 @@ import ast
 from collections.abc import Iterator
 
 from rope_lint.prefilter import PrefilterSpec
-from rope_lint.rules.analysis import enumerations
+from rope_lint.rules.analysis import dtypes, enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
@@ -77,7 +77,7 @@ class LinspaceEnumeration(Rule):
             if offset is None:
                 continue
             dtype = enumerations.dtype_argument(call)
-            if dtype is None or (isinstance(dtype, ast.Constant) and dtype.value is None):
+            if dtypes.takes_the_default_dtype(call):
                 shown = "the default dtype (bf16 while a bf16 load builds the model)"
             elif not enumerations.shown_floating(ctx, dtype):
                 continue

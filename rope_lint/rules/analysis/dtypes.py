@@ -33,9 +33,14 @@ _DEFAULT_DTYPE_CONSTRUCTORS = _FLOATING_CONSTRUCTORS | frozenset(
 def made_in_default_dtype(ctx: FileContext, node: ast.AST) -> bool:
     """`torch.ones(n)`, `torch.kaiser_window(k)`: a floating tensor made in the default dtype, bf16 while
     `from_pretrained(torch_dtype=torch.bfloat16)` builds a model."""
-    if not (isinstance(node, ast.Call) and ctx.qualified_name(node.func) in _DEFAULT_DTYPE_CONSTRUCTORS):
-        return False
-    return not any(keyword.arg == "dtype" for keyword in node.keywords)
+    constructor = isinstance(node, ast.Call) and ctx.qualified_name(node.func) in _DEFAULT_DTYPE_CONSTRUCTORS
+    return constructor and takes_the_default_dtype(node)
+
+
+def takes_the_default_dtype(call: ast.Call) -> bool:
+    """A factory call with no `dtype=`, or `dtype=None`: its floating result takes the default dtype."""
+    dtype = next((keyword.value for keyword in call.keywords if keyword.arg == "dtype"), None)
+    return dtype is None or (isinstance(dtype, ast.Constant) and dtype.value is None)
 
 
 _FLOAT_CASTS = frozenset({"float", "half", "bfloat16", "double"})
