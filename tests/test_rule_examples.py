@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,13 @@ def test_example(rule: type[Rule], example: Valid | Invalid) -> None:
     fixed = apply_fixes(example.code, fixable(found, unsafe=True)).text
     assert fixed == example.fixed
     assert findings(rule, fixed) == [], "the fixed code must not be flagged again"
+    # ... nor by another rule: a fix may leave others' findings, never make new ones (`fix` would report them as left).
+    others = Counter(d.code for d in every_rules_findings(example.code) if d.code != rule.code)
+    assert not Counter(d.code for d in every_rules_findings(fixed)) - others, fixed
+
+
+def every_rules_findings(code: str):
+    return check_source("example.py", code, Settings([rule() for rule in ALL_RULES], Path(".")))
 
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)

@@ -19,8 +19,12 @@ _INTEGER_PRESERVING_METHODS = frozenset({"to", "unsqueeze", "view", "reshape", "
 
 
 def _is_float_cast(ctx: FileContext, dtype: ast.expr) -> bool:
-    """Whether `.to(dtype)` makes the enumeration floating: a floating dtype, or `torch.promote_types(...)` of one,
-    which RPL101's int64 rewrite casts back with (a second fix must find nothing to change)."""
+    """Whether `.to(dtype)` makes the enumeration floating: a floating dtype, `torch.promote_types(...)` of one, or a
+    choice between such dtypes. RPL101's int64 rewrite casts back with `torch.promote_types(d, torch.float32)`, or,
+    where only a guess says `d` is floating, with `torch.promote_types(d, torch.float32) if d.is_floating_point else
+    d`: a second fix must find nothing to change."""
+    if isinstance(dtype, ast.IfExp):
+        return _is_float_cast(ctx, dtype.body) and _is_float_cast(ctx, dtype.orelse)
     if isinstance(dtype, ast.Call) and ctx.qualified_name(dtype.func) == "torch.promote_types":
         return any(is_floating_dtype(ctx, arg) for arg in dtype.args)
     return bool(is_floating_dtype(ctx, dtype))
@@ -334,5 +338,20 @@ class DefaultDtypePromotion(Rule):
         Valid(
             "import torch\n"
             "scaled = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.promote_types(x.dtype, torch.float32)) / n\n"
+        ),
+        # ... and its form where only a name's words say the dtype is floating, which keeps an integer one: the
+        # enumeration was floating where the dtype is, and stays so.
+        Valid(
+            "import math\n"
+            "import torch\n"
+            "class BoxBias(torch.nn.Module):\n"
+            "    def __init__(self, h):\n"
+            "        self.grid = self.make(h, torch.zeros(4, 4))\n"
+            "    def make(self, h, ref_boxes):\n"
+            "        return torch.arange(math.ceil(h), dtype=torch.int64).to(\n"
+            "            torch.promote_types(ref_boxes.dtype, torch.float32)\n"
+            "            if ref_boxes.dtype.is_floating_point\n"
+            "            else ref_boxes.dtype\n"
+            "        ) / h\n"
         ),
     )

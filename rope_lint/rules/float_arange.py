@@ -274,28 +274,33 @@ class FloatArange(Rule):
             "        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))\n"
             '        self.register_buffer("inv_freq", inv_freq)\n'
             "    def cache(self, seq_len: int, device):\n"
-            "        t = torch.arange(seq_len, device=device, dtype=self.inv_freq.dtype).float()\n",
+            "        t = torch.arange(seq_len, device=device, dtype=self.inv_freq.dtype).float()\n"
+            "        return torch.outer(t, self.inv_freq)\n",
             fixed="import torch\n"
             "class Rotary(torch.nn.Module):\n"
             "    def __init__(self, dim, base=10000):\n"
             "        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))\n"
             '        self.register_buffer("inv_freq", inv_freq)\n'
             "    def cache(self, seq_len: int, device):\n"
-            "        t = torch.arange(seq_len, device=device, dtype=torch.int64).float()\n",
+            "        t = torch.arange(seq_len, device=device, dtype=torch.int64).float()\n"
+            "        return torch.outer(t, self.inv_freq)\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
             "import torch\n"
             "def f(hidden_states):\n"
             "    batch, length, _ = hidden_states.shape\n"
-            "    return torch.arange(length, dtype=hidden_states.dtype)\n",
+            "    return torch.arange(length, dtype=hidden_states.dtype) / length\n"
+            "GRID = f(torch.zeros(1, 8, 4))\n",
             fixed="import torch\n"
             "def f(hidden_states):\n"
             "    batch, length, _ = hidden_states.shape\n"
-            # Only its name says that `hidden_states` is floating: an integer dtype is kept.
+            # Only its name says that `hidden_states` is floating: an integer dtype is kept. The quotient is floating
+            # where that dtype is, as it was (RPL103 finds nothing new).
             "    return torch.arange(length, dtype=torch.int64)"
             ".to(torch.promote_types(hidden_states.dtype, torch.float32) if hidden_states.dtype.is_floating_point "
-            "else hidden_states.dtype)\n",
+            "else hidden_states.dtype) / length\n"
+            "GRID = f(torch.zeros(1, 8, 4))\n",
             safety=FixSafety.UNSAFE,
         ),
         Invalid(
