@@ -36,7 +36,9 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    "cos_cached", x.device)[:n].to(dtype=x.dtype)`. That function (`TABLE_ON_DEVICE`, added once to the file) moves
    the float32 table to the device on the first call there and keeps the copy in a plain attribute, a per-device
    cache that `module.to(dtype)` never rounds, until the table is replaced: a steady-state forward copies nothing
-   between devices, synchronises nothing, and compiles whole. A move of the copy to its own device goes, and so does
+   between devices, synchronises nothing, and compiles whole. It reads the cache as an attribute, on which
+   TorchDynamo guards, so that a compiled forward traced before the first copy is traced again once the copy is
+   made, and does not copy in every call. A move of the copy to its own device goes, and so does
    one of a tensor that forward makes on the default device only to move it there (`torch.arange(n).to(x.device)` ->
    `torch.arange(n, device=x.device)`); `self.inv_freq.device` becomes that device, and a read of a table's dtype or
    shape stays. The device comes only from a parameter that is a tensor on every path, or a device parameter
@@ -466,9 +468,13 @@ _TABLE_ON_DEVICE_DEFINITION = f'''def {TABLE_ON_DEVICE}(module, name, device):
 
     The table stays on the CPU, where `module.to(dtype)` cannot round it. Its copy is
     made on the first call on a device and kept until the table is replaced, so that a
-    forward copies nothing between devices and CUDA graphs replay one address.
+    forward copies nothing between devices and CUDA graphs replay one address. The
+    copies are read as an attribute, on which torch.compile guards: a graph traced
+    before the first copy is traced again, not left copying in every call.
     """
-    copies = module.__dict__.setdefault("_rope_tables_on_device", {{}})
+    copies = getattr(module, "_rope_tables_on_device", None)
+    if copies is None:
+        copies = module._rope_tables_on_device = {{}}
     table = getattr(module, name)
     if (name, device) not in copies or copies[name, device][0] is not table:
         copies[name, device] = (table, table.to(device))

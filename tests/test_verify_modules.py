@@ -67,7 +67,7 @@ def test_changed_module_classes_are_built_from_their_config_and_run_both_ways(pa
     # boxes within the image; its log1p rewrite moves the fp32 output by rounding alone.
     relation = line_about(run.stdout, "BoxRelationBias")
     assert relation.startswith(
-        f"{package / BOXES}:23: BoxRelationBias verified (as a module, since the probe cannot build it (forward: "
+        f"{package / BOXES}:27: BoxRelationBias verified (as a module, since the probe cannot build it (forward: "
     )
     assert re.search(r"\): fp32 max rel diff [\d.e+-]+ \(rounding: [\d.e+-]+ in float64\), same state_dict", relation)
     assert relation.endswith("built as a module from PatchVisionConfig (small), called with boxes=float32[2, 16, 4])")

@@ -5,6 +5,8 @@ in for the accelerator (`--runtime-cost`):
   user moves a model; forward is called twice on meta inputs, and the second call's ops that read or write tensors
   on more than one device are counted (a table kept on the CPU and moved to the input's device in every forward is
   one host-to-device copy per call, and on a GPU a stream synchronisation; CUDA graphs refuse it);
+- the same count in a steady-state forward that `torch.compile` compiled, in its graphs: TorchDynamo runs what it
+  traced, so a per-device cache that it does not guard on is traced empty once and copied into in every call;
 - whether `torch.compile(module, fullgraph=True)` can compile forward: TorchDynamo traces it (`torch._dynamo.explain`,
   which needs no compiler backend) on CPU inputs, and the graph breaks are listed with their reasons.
 
@@ -15,6 +17,7 @@ is the CPU's there, which an accelerator's stands for.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +36,7 @@ CPU = torch.device("cpu")
 @dataclass(frozen=True)
 class RuntimeCost:
     copies: int | None  # cross-device copies in a steady-state forward on the meta device; None: not measured
+    compiled_copies: int | None  # the same, compiled by TorchDynamo (in its graphs); None: not measured
     graph_breaks: tuple[str, ...] | None  # TorchDynamo's graph breaks, () when it compiles; None: not traced
     problems: tuple[str, ...] = ()  # why something was not measured
 
@@ -42,6 +46,8 @@ class RuntimeCost:
 
     def describe(self) -> str:
         copies = "copies not measured" if self.copies is None else f"{self.copies} cross-device copies per forward"
+        if self.compiled_copies is not None:
+            copies += f" ({self.compiled_copies} under torch.compile)"
         if self.graph_breaks is None:
             compiled = "compile not traced"
         elif self.graph_breaks:
@@ -71,6 +77,7 @@ def _meta_autocast_as_cpu() -> Iterator[None]:
     """`torch.autocast(device_type="meta", ...)` as the CPU's (see the module docstring)."""
     original = torch.autocast.__init__
 
+    @functools.wraps(original)  # its signature, by which TorchDynamo binds the arguments of an autocast block it traces
     def init(self: torch.autocast, device_type: str, *args: Any, **kwargs: Any) -> None:
         original(self, "cpu" if device_type == "meta" else device_type, *args, **kwargs)
 
@@ -92,6 +99,36 @@ def steady_state_copies(recipe: Recipe) -> int:
     return counter.count
 
 
+def compiled_steady_state_copies(recipe: Recipe) -> int:
+    """Cross-device copies in the graphs of a steady-state forward of the class moved to the meta device and compiled
+    by TorchDynamo, the graphs run eagerly: what is traced is what runs, so a per-device cache that TorchDynamo does
+    not guard on is traced empty and copied into in every call. Counted in the third call, after a recompilation that
+    the first call's writes may cause."""
+    module = construct(recipe).to(META)
+    arguments = forward_arguments(recipe, torch.float32, META)
+    counts: list[int] = []
+
+    def counting_backend(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        def run(*inputs: Any) -> Any:
+            with _CrossDeviceOps() as counter:  # entered in the graph: a mode around the compiled call runs it eagerly
+                outputs = graph(*inputs)
+            counts.append(counter.count)
+            return outputs
+
+        return run
+
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=counting_backend)
+    try:
+        with torch.no_grad(), _meta_autocast_as_cpu():
+            for _ in range(3):
+                counts.clear()
+                compiled(**arguments)
+    finally:
+        torch._dynamo.reset()
+    return sum(counts)
+
+
 def graph_breaks(recipe: Recipe) -> tuple[str, ...]:
     """TorchDynamo's graph breaks in forward on CPU inputs, each with its reason; () when it compiles whole."""
     module = construct(recipe)
@@ -110,7 +147,7 @@ def _one_line(text: str) -> str:
 
 
 def runtime_cost(recipe: Recipe) -> RuntimeCost:
-    """Both measurements of one class; a class that raises in one is reported with the reason."""
+    """The measurements of one class; a class that raises in one is reported with the reason."""
     problems = []
     try:
         copies = steady_state_copies(recipe)
@@ -118,8 +155,13 @@ def runtime_cost(recipe: Recipe) -> RuntimeCost:
         copies = None
         problems.append(f"on the meta device: {describe(error)}")
     try:
+        compiled_copies = compiled_steady_state_copies(recipe) if copies is not None else None
+    except Exception as error:
+        compiled_copies = None
+        problems.append(f"compiled on the meta device: {describe(error)}")
+    try:
         breaks = graph_breaks(recipe)
     except Exception as error:
         breaks = None
         problems.append(f"under TorchDynamo: {describe(error)}")
-    return RuntimeCost(copies, breaks, tuple(problems))
+    return RuntimeCost(copies, compiled_copies, breaks, tuple(problems))

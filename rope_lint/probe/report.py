@@ -324,6 +324,7 @@ def class_json(result: ClassResult) -> dict[str, Any]:
 def _runtime_json(cost: RuntimeCost) -> dict[str, Any]:
     return {
         "cross_device_copies": cost.copies,
+        "compiled_cross_device_copies": cost.compiled_copies,
         "compiles": cost.compiles,
         "graph_breaks": None if cost.graph_breaks is None else list(cost.graph_breaks),
         "problems": list(cost.problems),

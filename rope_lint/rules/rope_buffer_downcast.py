@@ -63,6 +63,9 @@ class RopeBufferDowncast(Rule):
     following `module.to(device)`, so every use reads its copy on the input's device, and the codemod rewrites
     those uses too (the copy is made on the first forward on a device, then reused). A
     persistent buffer stays registered (its state_dict key stays), and the class computes from a float32 copy.
+    A forward that returns what it computes from the tables without casting it to a dtype (angles, or `cos, sin`
+    not cast to the input's) returns float32 in a module cast to bf16, where it returned bf16: code after it that
+    meets bf16 tensors in an operation that does not promote (a matmul, `einsum`) raises; review its callers.
     No fix for a class whose methods return tables without taking a tensor (a sequence length, a shape): there
     is no device to move the table to. None for a class whose code after construction uses what its construction
     code returns (a buffer made again under `with torch.device(...)` after `to_empty()`, a forward that returns
