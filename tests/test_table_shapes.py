@@ -61,6 +61,28 @@ LIVE = """
             return torch.outer(positions.float(), self.inv_freq).cos()
     """
 
+# A forward that computes the table anew where a cast rounded it, and reads it only where it is float32.
+READ_WHERE_FLOAT32 = """
+    import torch
+
+    class RotaryEmbedding(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.dim = dim
+            self.register_buffer("inv_freq", self._inv_freq(), persistent=False)
+
+        def _inv_freq(self):
+            return 1.0 / (10000 ** (torch.arange(0, self.dim, 2).float() / self.dim))
+
+        def forward(self, x, positions):
+            if self.inv_freq.dtype {test} torch.float32:
+                inv_freq = {first}
+            else:
+                inv_freq = {second}
+            return torch.outer(positions.float(), inv_freq).cos()
+    """
+ANEW, HELD = "self._inv_freq().to(x.device)", "self.inv_freq"
+
 
 @pytest.mark.parametrize(
     ("source", "guarded"),
@@ -68,6 +90,9 @@ LIVE = """
         pytest.param(RECOMPUTED_IN_FORWARD, True, id="forward-recomputes-before-use"),
         pytest.param(METADATA_ONLY, True, id="only-dtype-and-device-read"),
         pytest.param(LIVE, False, id="values-read"),
+        pytest.param(READ_WHERE_FLOAT32.format(test="!=", first=ANEW, second=HELD), True, id="read-unless-not-float32"),
+        pytest.param(READ_WHERE_FLOAT32.format(test="==", first=HELD, second=ANEW), True, id="read-where-float32"),
+        pytest.param(READ_WHERE_FLOAT32.format(test="==", first=ANEW, second=HELD), False, id="read-where-not-float32"),
     ],
 )
 def test_a_buffer_whose_values_nothing_reads_is_guarded(source: str, guarded: bool) -> None:

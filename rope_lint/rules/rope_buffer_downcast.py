@@ -36,8 +36,10 @@ class RopeBufferDowncast(Rule):
     class that takes no cos/sin of them (the decays of a linear attention).
 
     Stays silent where the class guards its table: no code reads the stored values (it reads only their
-    `.dtype`/`.device`, or `forward` stores the table anew, in float32, before every use), or an `_apply` override
-    stores it anew after the parent's `_apply` has cast it (always, or whenever the cast changed its dtype).
+    `.dtype`/`.device`, or `forward` stores the table anew, in float32, before every use, or reads it only where it is
+    float32: in the `else` of `if self.inv_freq.dtype != torch.float32:`, whose branch computes it anew), or an
+    `_apply` override stores it anew after the parent's `_apply` has cast it (always, or whenever the cast changed its
+    dtype).
 
     ## Why is this bad?
     `model.to(torch.bfloat16)`, `.half()` and `from_pretrained(torch_dtype=...)` cast every floating buffer.

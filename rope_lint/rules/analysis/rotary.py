@@ -30,11 +30,13 @@ from rope_lint.rules.analysis.context import (
     written_for_torchscript,
 )
 from rope_lint.rules.analysis.dtypes import (
+    FLOAT32_DTYPES,
     FLOATING_DTYPES,
     INTEGER_DTYPES,
     held_words,
     is_floating_tensor,
     names_a_count,
+    qualified_dtype,
 )
 from rope_lint.rules.payloads import ClassRewrite
 
@@ -1119,7 +1121,9 @@ def values_unread(ctx: FileContext, name: str, store: ast.AST) -> bool:
         elif isinstance(node, ast.Attribute) and node.attr == name:
             shown += 1
             if isinstance(node.ctx, ast.Load):
-                if not (_metadata_read(ctx, node) or _read_after_store(ctx, node, store)):
+                if not (
+                    _metadata_read(ctx, node) or _read_after_store(ctx, node, store) or _read_where_float32(ctx, node)
+                ):
                     return False
                 guarded_reads += 1
         else:
@@ -1188,6 +1192,34 @@ def _read_after_store(ctx: FileContext, node: ast.Attribute, store: ast.AST) -> 
         if _stores_attribute(earlier, node.attr) and store not in (earlier, getattr(earlier, "value", None)):
             return True
     return False
+
+
+def _read_where_float32(ctx: FileContext, node: ast.Attribute) -> bool:
+    """Whether `self.<name>` is read in a branch that runs only where it is float32: the body of `if
+    self.<name>.dtype == torch.float32:`, or the `else` of `!=`, whose other branch computes the table anew (a class
+    that keeps a cast from rounding its angles)."""
+    table = ast.unparse(node)
+    child: ast.AST = node
+    parent = ctx.parent(node)
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        if isinstance(parent, ast.If) and child is not parent.test:
+            equal = _dtype_compared_to_float32(ctx, parent.test, table)
+            if equal is not None and (child in parent.body) == equal:
+                return True
+        child, parent = parent, ctx.parent(parent)
+    return False
+
+
+def _dtype_compared_to_float32(ctx: FileContext, test: ast.expr, table: str) -> bool | None:
+    """True for `<table>.dtype == torch.float32`, False for `!=`, None for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq | ast.NotEq)):
+        return None
+    sides = [test.left, *test.comparators]
+    of_table = any(
+        isinstance(side, ast.Attribute) and side.attr == "dtype" and ast.unparse(side.value) == table for side in sides
+    )
+    float32 = any(qualified_dtype(ctx, side) in FLOAT32_DTYPES for side in sides)
+    return isinstance(test.ops[0], ast.Eq) if of_table and float32 else None
 
 
 def _body_statement(ctx: FileContext, method: FunctionNode, node: ast.AST) -> ast.AST | None:
