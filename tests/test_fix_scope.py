@@ -169,6 +169,36 @@ def test_a_fix_adds_no_module_level_import_of_a_module_the_file_imports_lazily(t
     assert [d.code for d in report.remaining] == ["RPL102"] and report.fixed == []
 
 
+IMPORTS_MATH_LAZILY = """\
+import torch
+
+
+def rounded_up(n, factor):
+    import math as _math
+
+    return _math.ceil(n / factor) * factor
+
+
+class Axes(torch.nn.Module):
+    def __init__(self, size, base):
+        super().__init__()
+        self.inv_freq = 1.0 / (base ** (torch.arange(size, dtype=torch.float32) / size))
+"""
+
+
+def test_a_fix_imports_a_standard_library_module_that_the_file_imports_lazily(tmp_path: Path) -> None:
+    """`math`, imported only inside a helper, imports wherever Python runs: the int64 rewrite's `math.ceil` gets a
+    module-level `import math`, and the finding that check marks fixable is fixed."""
+    path = tmp_path / "axes.py"
+    path.write_text(IMPORTS_MATH_LAZILY)
+    found = check_source(str(path), IMPORTS_MATH_LAZILY, Settings(select_rules(["RPL101"], []), Path(".")))
+    assert [(d.code, d.fix is not None) for d in found] == [("RPL101", True)]
+    report = fix([str(path)])
+    assert [d.code for d in report.fixed] == ["RPL101"] and "RPL101" not in {d.code for d in report.remaining}
+    fixed = path.read_text()
+    assert "import math" in fixed.splitlines() and "torch.arange(math.ceil(size), dtype=torch.int64).float()" in fixed
+
+
 def test_apply_fixes_never_returns_text_that_does_not_compile() -> None:
     """The last guard: whatever a rule's fix writes, `apply_fixes` compiles the text before giving it back."""
     original = "def f(a, b):\n    y = (a.exp() + b.exp()).log()\n    global torch\n    return y\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 from collections import Counter
 from typing import NamedTuple
 
@@ -31,6 +32,7 @@ class _Bindings(NamedTuple):
     meant: dict[str, str]  # the module each imported name means, the last import winning
     redirected: set[str]  # names rebound in a scope that does not own them: `global`, `nonlocal`, `:=`
     bound: Counter[str]  # how often each name is bound anywhere: more than at module level means a scope binds it
+    read: set[str]  # the names read anywhere
 
 
 class ScopeNeeded(Exception):
@@ -67,11 +69,14 @@ class ModuleNames:
         meant: dict[str, str] = {}
         redirected: set[str] = set()
         bound: list[str] = []
+        read: set[str] = set()
         # Tested by exact type, a set lookup: a parsed tree's nodes are of the `ast` classes themselves.
         for node in walk(self._tree):
             kind = type(node)
             if kind is ast.Name:  # most nodes: one test for them (a name read binds nothing)
-                if type(node.ctx) is not ast.Load:
+                if type(node.ctx) is ast.Load:
+                    read.add(node.id)
+                else:
                     bound.append(node.id)
             elif kind in _BINDING_TYPES:
                 bound += [name for name, _ in _bindings(node)]
@@ -83,7 +88,7 @@ class ModuleNames:
                 redirected.update(node.names)
             elif kind is ast.NamedExpr and isinstance(node.target, ast.Name):
                 redirected.add(node.target.id)
-        return _Bindings(meant, redirected, Counter(bound))
+        return _Bindings(meant, redirected, Counter(bound), read)
 
     @functools.cached_property
     def _taken(self) -> set[str]:
@@ -118,14 +123,20 @@ class ModuleNames:
             if reach == "module" and not self.module_level.get(name.value):
                 needed.add((meant, None))
             if reach is None:
-                alias = self._alias(top)
-                needed.add((top, alias))
+                # The module's own name where the file spells it nowhere (a module imported under an alias inside a
+                # function only, `import math as _math`): `import math` shadows nothing. Else a fresh alias.
+                alias = top if self._unspelled(top) else self._alias(top)
+                needed.add((top, None if alias == top else alias))
                 fixed = fixed.deep_replace(name, cst.parse_expression(f"{alias}.{rest}" if rest else alias))
         self.imports |= needed
         return fixed
 
     def _imported_lazily(self, module: str) -> bool:
-        """Whether the file imports `module` (or a module in it) only inside functions, never at module level."""
+        """Whether the file imports `module` (or a module in it) only inside functions, never at module level. Not a
+        module of the standard library (`import math as _math` in a helper): it imports wherever Python runs, so that
+        its import inside functions is a matter of style, and one at module level costs nothing."""
+        if module in sys.stdlib_module_names:
+            return False
 
         def within(qualified: str | None) -> bool:
             return qualified is not None and (qualified == module or qualified.startswith(module + "."))
@@ -150,6 +161,13 @@ class ModuleNames:
         if bindings:
             return "module" if all(binding == meant for binding in bindings) else None
         return "module" if name == meant else None
+
+    def _unspelled(self, name: str) -> bool:
+        """Whether the file neither binds, nor reads, nor declares `name` anywhere."""
+        bindings = self._anywhere
+        return not (
+            name in bindings.bound or name in bindings.read or name in bindings.redirected or name in self.meant
+        )
 
     def _alias(self, module: str) -> str:
         """A name for `module` that nothing in the file uses: `_torch`, else `_torch_1`, ..."""
