@@ -78,7 +78,11 @@ class DefaultDtypePromotion(Rule):
     what the enumeration computes meets a tensor made in the default dtype (`torch.kaiser_window(k) *
     torch.sinc(time)`, followed through the function's names): under a bf16 default the product was bf16 and becomes
     float32, so a tensor the code keeps from it (a filter, a buffer) changes dtype, and a convolution or a matmul of
-    it with bf16 inputs raises. Cast the finished product to the default dtype where it is kept.
+    it with bf16 inputs raises. Cast the finished product to the default dtype where it is kept. A program that
+    builds its model under a float64 default (`torch.set_default_dtype(torch.float64)`, as scientific code may)
+    got float64 and gets float32 from `.float()`: write `.to(torch.promote_types(torch.get_default_dtype(),
+    torch.float32))` there. The fix writes `.float()`, as transformers PR #28760 did, since nothing in a file tells
+    the default dtype its program sets.
 
     ## Known problems
     An operation in a method that `__init__` does not reach (`forward`, a decoding step) is not flagged:
