@@ -20,7 +20,8 @@ class RopeBufferDowncast(Rule):
     A table is told by its computation as well as by its name: a buffer under any name (`angles`, `args_{i}`,
     `freqs_base_t`, `bands`) whose value is frequencies (a power or an exponential of an enumeration), an angle
     (positions times frequencies) or its cos/sin, computed in the method or in the class's methods and the file's
-    functions that it calls; a buffer that the class multiplies with positions as frequencies; a buffer whose name
+    functions that it calls; a buffer that the class multiplies with positions as frequencies, or raises a base to
+    as their exponents (`theta ** self.exponents`, whose cos/sin it takes); a buffer whose name
     says it is frequencies or a cos/sin table (`freqs`, `freqs_cos`). So is a buffer created empty
     (`torch.empty(n, d, dtype=torch.float32)`) and filled later with such a table (`self.table.copy_(...)`,
     `self.table[:] = ...`): zero.Init and the load-time dtype cast the empty buffer, and the values are rounded as
@@ -122,6 +123,19 @@ class RopeBufferDowncast(Rule):
             yield self.report(store.node, _message(store), fix)
 
     examples = (
+        Invalid(
+            # The exponents of the frequencies, held: forward raises the base to them, so a cast rounds the frequencies
+            # it makes as it rounds frequencies held as they are.
+            "import torch\n"
+            "class Axes(torch.nn.Module):\n"
+            "    def __init__(self, dim, theta=10000.0):\n"
+            "        self.theta = theta\n"
+            '        self.register_buffer("exponents", torch.arange(0, dim, 2).float() / dim, persistent=False)\n'
+            "    def forward(self, x, positions):\n"
+            "        freqs = 1.0 / (self.theta ** self.exponents.to(x.device))\n"
+            "        angles = torch.outer(positions.float(), freqs)\n"
+            "        return angles.cos(), angles.sin()\n"
+        ),
         Invalid(
             # A table under a name of its own, told by its computation through a function of the file.
             "import torch\n"

@@ -341,6 +341,10 @@ class _Flow:
             facts = left | right
             if isinstance(node.op, ast.Pow):
                 facts |= {FREQUENCY, SPECTRUM} if ENUMERATION in right else {FREQUENCY}
+                # `base ** self.exponents`: held exponents make the frequencies, and a cast rounds them as it rounds
+                # frequencies held as they are.
+                exponents = _held_name(node.right)
+                facts |= {_FREQUENCY_NAME + exponents} if exponents else Facts()
             if isinstance(node.op, ast.Mult | ast.MatMult):
                 facts |= self._angle([left, right], [node.left, node.right]) or _outer_frequencies(node)
             return facts
