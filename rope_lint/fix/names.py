@@ -164,10 +164,8 @@ class ModuleNames:
 
     def _unspelled(self, name: str) -> bool:
         """Whether the file neither binds, nor reads, nor declares `name` anywhere."""
-        bindings = self._anywhere
-        return not (
-            name in bindings.bound or name in bindings.read or name in bindings.redirected or name in self.meant
-        )
+        bindings = self._anywhere  # an import binds its name too
+        return not (name in bindings.bound or name in bindings.read or name in bindings.redirected)
 
     def _alias(self, module: str) -> str:
         """A name for `module` that nothing in the file uses: `_torch`, else `_torch_1`, ..."""

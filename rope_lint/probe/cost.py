@@ -88,10 +88,15 @@ def _meta_autocast_as_cpu() -> Iterator[None]:
         torch.autocast.__init__ = original  # type: ignore[method-assign]
 
 
+def _moved_to_meta(recipe: Recipe) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The class built on the CPU and moved to the meta device, as a user moves a model, and its forward's arguments
+    made there."""
+    return construct(recipe).to(META), forward_arguments(recipe, torch.float32, META)
+
+
 def steady_state_copies(recipe: Recipe) -> int:
     """Cross-device copies in the second forward of the class moved to the meta device (see the module docstring)."""
-    module = construct(recipe).to(META)
-    arguments = forward_arguments(recipe, torch.float32, META)
+    module, arguments = _moved_to_meta(recipe)
     with torch.no_grad(), _meta_autocast_as_cpu():
         module(**arguments)
         with _CrossDeviceOps() as counter:
@@ -104,8 +109,7 @@ def compiled_steady_state_copies(recipe: Recipe) -> int:
     by TorchDynamo, the graphs run eagerly: what is traced is what runs, so a per-device cache that TorchDynamo does
     not guard on is traced empty and copied into in every call. Counted in the third call, after a recompilation that
     the first call's writes may cause."""
-    module = construct(recipe).to(META)
-    arguments = forward_arguments(recipe, torch.float32, META)
+    module, arguments = _moved_to_meta(recipe)
     counts: list[int] = []
 
     def counting_backend(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:

@@ -114,7 +114,7 @@ class DefaultDtypePromotion(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
-            dtype = enumerations.dtype_argument(call)
+            dtype = dtypes.dtype_argument(call)
             if enumerations.float_literals(call) or (dtype is not None and is_floating_dtype(ctx, dtype) is not False):
                 continue
             if any(enumerations.is_python_float(ctx, bound) for bound in enumerations.bounds(call)):

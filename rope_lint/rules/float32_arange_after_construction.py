@@ -7,7 +7,7 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules import payloads
-from rope_lint.rules.analysis import enumerations
+from rope_lint.rules.analysis import dtypes, enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
@@ -77,7 +77,7 @@ class Float32ArangeAfterConstruction(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
-            dtype = enumerations.dtype_argument(call)
+            dtype = dtypes.dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call) or enumerations.fractional_start(call):
                 continue
             literals = enumerations.literal_dtypes(ctx, dtype)

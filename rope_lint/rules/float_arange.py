@@ -9,7 +9,7 @@ from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules import payloads
 from rope_lint.rules.analysis import enumerations
 from rope_lint.rules.analysis.context import FileContext
-from rope_lint.rules.analysis.dtypes import is_floating_tensor, qualified_dtype
+from rope_lint.rules.analysis.dtypes import dtype_argument, is_floating_tensor, qualified_dtype
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class FloatArange(Rule):
             if enumerations.is_integer_enumeration(ctx, call):
                 yield from self._floating_casts(ctx, call)
                 continue
-            dtype = enumerations.dtype_argument(call)
+            dtype = dtype_argument(call)
             if dtype is None or enumerations.is_fractional(call):
                 continue
             # The public helpers that the file runs only after construction: the rest of its package decides.

@@ -6,7 +6,7 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules import payloads
-from rope_lint.rules.analysis import enumerations
+from rope_lint.rules.analysis import dtypes, enumerations
 from rope_lint.rules.analysis.context import FileContext
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 
@@ -67,7 +67,7 @@ class FloatLiteralArange(Rule):
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         for call in ctx.calls("torch.arange"):
             literals = enumerations.float_literals(call)
-            if not literals or enumerations.dtype_argument(call) is not None or enumerations.is_fractional(call):
+            if not literals or dtypes.dtype_argument(call) is not None or enumerations.is_fractional(call):
                 continue
             hazard = (
                 "`torch.arange` with float literal bounds enumerates in the default dtype (bf16 under "

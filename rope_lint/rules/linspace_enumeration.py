@@ -76,7 +76,7 @@ class LinspaceEnumeration(Rule):
             offset = enumerations.unit_spacing_offset(call)
             if offset is None:
                 continue
-            dtype = enumerations.dtype_argument(call)
+            dtype = dtypes.dtype_argument(call)
             if dtypes.takes_the_default_dtype(call):
                 shown = "the default dtype (bf16 while a bf16 load builds the model)"
             elif not enumerations.shown_floating(ctx, dtype):

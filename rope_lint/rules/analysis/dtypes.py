@@ -37,9 +37,14 @@ def made_in_default_dtype(ctx: FileContext, node: ast.AST) -> bool:
     return constructor and takes_the_default_dtype(node)
 
 
+def dtype_argument(call: ast.Call) -> ast.expr | None:
+    """The `dtype=` of a call; None where it has none."""
+    return next((keyword.value for keyword in call.keywords if keyword.arg == "dtype"), None)
+
+
 def takes_the_default_dtype(call: ast.Call) -> bool:
     """A factory call with no `dtype=`, or `dtype=None`: its floating result takes the default dtype."""
-    dtype = next((keyword.value for keyword in call.keywords if keyword.arg == "dtype"), None)
+    dtype = dtype_argument(call)
     return dtype is None or (isinstance(dtype, ast.Constant) and dtype.value is None)
 
 

@@ -17,6 +17,7 @@ from rope_lint.rules.analysis.dtypes import (
     FLOAT32_DTYPES,
     assigned_values,
     chosen_from_literals,
+    dtype_argument,
     floating_by_name,
     is_floating_dtype,
     names_a_dtype,
@@ -80,10 +81,6 @@ def fractional_start(call: ast.Call) -> bool:
 def _non_integral_literal(node: ast.expr | None) -> bool:
     value = None if node is None else literal_number(node)
     return value is not None and not float(value).is_integer()
-
-
-def dtype_argument(call: ast.Call) -> ast.expr | None:
-    return next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
 
 
 def is_integer_enumeration(ctx: FileContext, call: ast.Call) -> bool:
