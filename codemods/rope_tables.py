@@ -25,8 +25,11 @@ step is one small, deterministic edit, so that every `# Copied from` copy of a c
    every tensor factory (`torch.arange`, `linspace`, `ones`, ...) gets `device="cpu"`, `.to(device)` moves of an
    enumeration go, and a statement that computes a table through a function from outside the class (a helper, a
    registry's entry) runs under `with torch.device("cpu")`, so that a model built on `meta` holds real tables
-   through `to_empty()`. A parameter, or a buffer that step 1 keeps, made there from such values goes to the
-   default device, where the original made it (`nn.Parameter(t.to(torch.get_default_device()))`): nothing would
+   through `to_empty()`; one that feeds no table (the registration of a buffer that step 1 keeps, whose float32 copy
+   is computed apart) computes where the original did, since its factories, pinned, would meet that function's
+   tensors on the default device. A parameter, or a buffer that step 1 keeps, made there from such values goes to the
+   default device, where the original made it (`nn.Parameter(t.to(torch.empty(0).device))`, which runs on any torch,
+   unlike `torch.get_default_device()`, added in 2.3: `rotary.DEFAULT_DEVICE`): nothing would
    move it off the CPU in a model built under `torch.set_default_device(...)`. An enumeration keeps its dtype:
    turning it into int64 is RPL101's fix, made only where its bounds are proven integral.
 4. Positions never take a table's dtype: `.type_as(self.inv_freq)` becomes `.float()` in construction, and
@@ -88,6 +91,7 @@ from rope_lint.prefilter import candidates
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import written_for_torchscript
 from rope_lint.rules.analysis.rotary import (
+    DEFAULT_DEVICE,
     FP32_COPY_SUFFIX,
     LAYOUT_METHODS,
     LOW_PRECISION_CAST_METHODS,
@@ -405,16 +409,18 @@ def _registers_buffer(call: cst.Call) -> bool:
 
 
 def _placed(value: cst.BaseExpression) -> bool:
-    """Whether `value` is placed on the default device already (`t.to(torch.get_default_device())`), or is None."""
+    """Whether `value` is placed on the default device already (`t.to(torch.empty(0).device)`), or is None."""
     return matches(value, like.Name("None")) or (isinstance(value, cst.Call) and _is_default_device_move(value))
 
 
-_DEFAULT_DEVICE = "torch.get_default_device()"
+# The default device as the codemod writes it, and as torch 2.3 spells it (a file fixed by an earlier rope-lint, or
+# written so by hand).
+_DEFAULT_DEVICES = (DEFAULT_DEVICE, "torch.get_default_device()")
 
 
 def _is_default_device_move(call: cst.Call) -> bool:
-    """`t.to(torch.get_default_device())`: where step 1 places a kept buffer, not a move before the math."""
-    return len(call.args) == 1 and _code(call.args[0].value) == _DEFAULT_DEVICE
+    """`t.to(torch.empty(0).device)`: where step 1 places a kept buffer, not a move before the math."""
+    return len(call.args) == 1 and _code(call.args[0].value) in _DEFAULT_DEVICES
 
 
 def _on_default_device(call: cst.Call, position: int) -> cst.Call:
@@ -426,7 +432,7 @@ def _on_default_device(call: cst.Call, position: int) -> cst.Call:
     args[position] = data.with_changes(
         value=cst.Call(
             func=cst.Attribute(value=as_operand(data.value), attr=cst.Name("to")),  # `(1.0 / f).to(...)`
-            args=[cst.Arg(cst.parse_expression(_DEFAULT_DEVICE))],
+            args=[cst.Arg(cst.parse_expression(DEFAULT_DEVICE))],
         )
     )
     return call.with_changes(args=args)
@@ -457,6 +463,8 @@ def _buffer(value: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]
 
 # Modules whose functions compute on the devices of their arguments, or not on tensors at all.
 _DEVICE_FOLLOWING_MODULES = frozenset({"torch", "math", "self"})
+# The methods of `nn.Module` that keep a tensor on the module: they allocate nothing.
+_REGISTRATIONS = frozenset({"register_buffer", "register_parameter"})
 
 
 # Step 5's run-time reads go through this function, defined once in each file that reads through it
@@ -665,6 +673,7 @@ class _RotaryClassRewrite(_TableReads):
         self.bound: set[str] = set()  # the construction method's parameters and the names it assigns
         self.feeding: set[str] = set()  # the names that the construction method's table stores read
         self.on_cpu = 0  # the depth of `with torch.device("cpu"):` blocks being visited
+        self.unpinned = False  # whether the statement being visited computes where the original did
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.class_stack.append(node.name.value)
@@ -719,14 +728,31 @@ class _RotaryClassRewrite(_TableReads):
         self.on_cpu -= _on_cpu(original_node)
         return updated_node
 
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        # A statement that calls a function from outside the class and is not run on the CPU whole computes where the
+        # original did: its factories, pinned to the CPU, would meet that function's tensors on the default device.
+        self.unpinned = self._calls_outside_the_cpu(node) and not self._run_on_the_cpu(node)
+        return True
+
+    def _calls_outside_the_cpu(self, line: cst.SimpleStatementLine) -> bool:
+        return self.constructing and self.on_cpu == 0 and self._calls_outside(line)
+
+    def _run_on_the_cpu(self, line: cst.SimpleStatementLine) -> bool:
+        """Whether the construction's statement `line`, which calls a function from outside the class, goes under
+        `with torch.device("cpu")`: where it feeds a table, and places nothing on the default device (a parameter, a
+        buffer that step 1 keeps), which the block would place on the CPU."""
+        return self._feeds_table(line) and not any(
+            _holds_tensor(call) or _is_default_device_move(call) for call in findall(line, like.Call())
+        )
+
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement:
+        self.unpinned = False
         # Step 3: a table computed by a function from outside the class (a helper, `ROPE_INIT_FUNCTIONS[...]`)
         # computes on the CPU too, whatever the default device: a plain attribute that a model built on `meta`
-        # holds there would stay there through `to_empty()`.
-        pinned = self.on_cpu > 0  # already under `with torch.device("cpu"):`, as a second run finds it
-        if self.constructing and not pinned and self._feeds_table(updated_node) and self._calls_outside(updated_node):
+        # holds there would stay there through `to_empty()`. (A second run finds it under the block already.)
+        if self._calls_outside_the_cpu(updated_node) and self._run_on_the_cpu(updated_node):
             line = updated_node.with_changes(leading_lines=())
             return cst.With(
                 items=[cst.WithItem(cst.parse_expression('torch.device("cpu")'))],
@@ -758,8 +784,8 @@ class _RotaryClassRewrite(_TableReads):
         for call in findall(line, like.Call()):
             assert isinstance(call, cst.Call)
             func = call.func
-            if matches(func, _BUFFER):
-                continue  # `nn.Buffer(t)` wraps a tensor, and places the kept buffer on the default device
+            if _holds_tensor(call):
+                continue  # `nn.Parameter(t)` and `nn.Buffer(t)` wrap a tensor, and allocate nothing
             if isinstance(func, cst.Name):
                 if not hasattr(builtins, func.value) or func.value in self.bound:
                     return True
@@ -767,7 +793,7 @@ class _RotaryClassRewrite(_TableReads):
                 return True
             elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
                 owner = func.value.value
-                if owner == "self" and func.attr.value not in self.construction:
+                if owner == "self" and func.attr.value not in (*self.construction, *_REGISTRATIONS):
                     return True  # a function held in an attribute: `self.rope_init_fn(config)`
                 if owner not in _DEVICE_FOLLOWING_MODULES and owner not in self.bound:
                     return True
@@ -799,7 +825,8 @@ class _RotaryClassRewrite(_TableReads):
             return cst.Call(func=func.with_changes(attr=cst.Name("float")))
         if self.constructing:
             # Step 3: tensors are created on the CPU, and nothing moves before the math.
-            if _is_factory(func):
+            # A tensor made only for its device (`DEFAULT_DEVICE`) tells where the default device is: not pinned.
+            if _is_factory(func) and original_node not in self.described and not self.unpinned:
                 return with_keyword(updated_node, "device", '"cpu"')
             if _holds_tensor(updated_node) and not _placed(updated_node.args[0].value):
                 # A parameter, or a buffer that step 1 kept (no table it makes a plain attribute): the original made it
@@ -807,7 +834,7 @@ class _RotaryClassRewrite(_TableReads):
                 # never moves it.
                 return _on_default_device(updated_node, 0)
             moves_enumeration = matches(func, like.Attribute(attr=like.Name("to"))) and _contains_factory(func.value)
-            if moves_enumeration and not _is_default_device_move(updated_node):
+            if moves_enumeration and not _is_default_device_move(updated_node) and not self.unpinned:
                 return _without_device_move(updated_node)
         if self.at_runtime and self.device:
             updated_node = _made_where_moved(updated_node, self.device)

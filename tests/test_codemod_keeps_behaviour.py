@@ -70,6 +70,7 @@ CASES = [
     Case("rotary_default_device", "CheckpointedRotaryEmbedding", {"dim": DIM}, activations_and_positions),
     Case("rotary_default_device", "SequenceRotaryEmbedding", {"dim": DIM}, activations),
     Case("rotary_default_device", "ScaledRotaryEmbedding", {"dim": DIM}, activations_and_positions),
+    Case("rotary_default_device", "ScaledCheckpointRotaryEmbedding", {"dim": DIM}, activations_and_positions),
     # Shape 5: tables from functions outside the class, and classes that initialise them again.
     Case("rotary_meta_init", "SharedFrequencyRotaryEmbedding", {"dim": DIM}, activations_and_positions),
     Case(
@@ -165,6 +166,17 @@ def test_fixed_class_works_under_a_default_device(case: Case) -> None:
     assert {name: p.device for name, p in fixed.named_parameters()} == {
         name: p.device for name, p in original.named_parameters()
     }
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_fixed_class_runs_on_a_torch_without_get_default_device(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`torch.get_default_device` came with torch 2.3, and transformers 4.37 supports torch 1.11 on: the fixed class
+    is built and called without it, and what it keeps still goes to the default device."""
+    monkeypatch.delattr(torch, "get_default_device")
+    assert_same(outputs(build(case, "fixed"), case, CPU), outputs(build(case, "hazards"), case, CPU))
+    with torch.device(META):
+        fixed = build(case, "fixed")
+    assert {tensor.device for tensor in [*fixed.buffers(), *fixed.parameters()]} <= {META}
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

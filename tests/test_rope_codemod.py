@@ -254,8 +254,9 @@ def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_al
     # The kept buffer is registered on the default device, where the original put it: the whole quotient moves.
     assert (
         '"inv_freq", (1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim)))'
-        ".to(torch.get_default_device()))\n" in once
+        ".to(torch.empty(0).device))\n" in once
     )
+    # A second run leaves the placement's `torch.empty(0)` unpinned: on the CPU it would tell the CPU.
     assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once
 
 
@@ -958,3 +959,53 @@ def test_a_class_of_a_file_written_for_torchscript_is_left_scriptable(tmp_path: 
     rope = load_module(model, "scripted_model").ScriptedRotaryEmbedding(8)  # from its file: TorchScript reads it
     x, positions = torch.ones(3, dtype=torch.bfloat16), torch.arange(5)
     assert torch.equal(torch.jit.script(rope)(x, positions), rope(x, positions))
+
+
+# Construction that calls a module-level helper: a learned parameter made from its frequencies, a table computed from
+# them beside an enumeration, and a persistent buffer made from them and an enumeration in one statement.
+HELPER_IN_CONSTRUCTION = """\
+import torch
+from torch import nn
+
+
+def frequencies(dim, base=10000.0):
+    return 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+
+
+class HelperRotaryEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = nn.Parameter(frequencies(dim) * torch.ones(dim // 2))
+        self.register_buffer("cos_cached", torch.outer(torch.arange(16).float(), frequencies(dim)).cos(), False)
+        self.register_buffer("inv_freq", torch.arange(dim // 2).float() * frequencies(dim))
+
+    def forward(self, x, position_ids):
+        freqs = position_ids[..., None].float() * self.inv_freq * self.scale
+        return freqs.cos().to(x.dtype), self.cos_cached[: x.shape[1]].to(x.dtype)
+"""
+
+
+def test_a_helper_called_in_construction_meets_no_tensor_on_another_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement that feeds a table runs under `with torch.device("cpu")`, helper and all; one that makes a
+    parameter or a kept buffer computes where the original did, and places it on the default device: under the block
+    the default device would be the CPU, and with its enumeration pinned to the CPU, the helper's tensors on `meta`
+    would meet it. All of it on a torch without `torch.get_default_device` (before 2.3)."""
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.commands import RopeTablesCommand
+
+    rewritten = RopeTablesCommand(CodemodContext()).transform_module(parse_module(HELPER_IN_CONSTRUCTION)).code
+    (tmp_path / "fixed_helper.py").write_text(rewritten)
+    monkeypatch.delattr(torch, "get_default_device")
+    fixed = load_module(tmp_path / "fixed_helper.py", "fixed_helper")
+    with torch.device("meta"):
+        module = fixed.HelperRotaryEmbedding(8)
+    assert module.scale.device.type == "meta" and module.inv_freq.device.type == "meta"
+    assert module.cos_cached.device.type == "cpu" and module.inv_freq_fp32.device.type == "cpu"
+    exec(HELPER_IN_CONSTRUCTION, namespace := {})
+    original = namespace["HelperRotaryEmbedding"](8)
+    x, positions = torch.ones(1, 16, 8), torch.arange(16)[None]
+    for got, want in zip(fixed.HelperRotaryEmbedding(8)(x, positions), original(x, positions), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)

@@ -21,6 +21,7 @@ from rope_lint.engine import Settings, check_file
 from rope_lint.files import read_regular
 from rope_lint.fix.apply import fixable
 from rope_lint.rules import select_rules
+from rope_lint.rules.analysis.rotary import DEFAULT_DEVICE
 from rope_lint.transformers import copies
 from rope_lint.transformers.copies import CopyChecker, CopyKey, divergent_copies
 from rope_lint.transformers.generated import modular_source, origin
@@ -46,6 +47,9 @@ FIGURES: dict[str, dict[str, object]] = {
         "copy groups checked": 468,
         "rotary classes built": 34,
         "over the threshold before": 34,
+        # Bros, CLVP, SeamlessM4T, Transfo-XL, Wav2Vec2-Conformer and its copy in Wav2Vec2-BERT keep `inv_freq`
+        # registered (a persistent buffer).
+        "files placing a buffer on the default device": 6,
         # ESM's rotary class caches its tables at run time in the module's dtype, which is the dtype of the queries and
         # keys it returns: the codemod leaves it (its rewrite handed a bf16 model float32 activations).
         "over the threshold after": {"transformers.models.esm.modeling_esm.RotaryEmbedding"},
@@ -68,6 +72,8 @@ FIGURES: dict[str, dict[str, object]] = {
         "copy groups checked": 299,
         "rotary classes built": 261,
         "over the threshold before": 253,
+        # Buffers that the fix keeps registered (persistent, or from `nn.Buffer`, or a table under another name).
+        "files placing a buffer on the default device": 14,
         # The vision, audio and timestep classes: the probe measures them now (2-D grids, positions given as the input,
         # found by computation), the codemod does not fix them yet.
         "over the threshold after": {
@@ -132,6 +138,24 @@ def test_the_fixed_files_compile_and_a_second_run_changes_nothing(release: Accep
         again.stdout[-2000:]
     )
     assert {path: path.read_bytes() for path in release.fixed.rglob("*.py")} == snapshot
+
+
+def test_the_fix_writes_no_torch_function_newer_than_the_release_supports(release: AcceptanceRun) -> None:
+    """transformers 4.37.2 supports torch from 1.11 on: a fixed buffer is placed on the default device without
+    `torch.get_default_device()`, which torch 2.3 added (`rotary.DEFAULT_DEVICE`); each release's fix places some."""
+    fixed = {path: path.read_text() for path in release.originals}
+    added = [
+        path
+        for path, text in fixed.items()
+        if text.count("get_default_device") > release.originals[path].count("get_default_device")
+    ]
+    assert added == []
+    placed = [
+        path
+        for path, text in fixed.items()
+        if text.count(DEFAULT_DEVICE) > release.originals[path].count(DEFAULT_DEVICE)
+    ]
+    assert len(placed) == FIGURES[release.version]["files placing a buffer on the default device"]
 
 
 def test_every_copy_the_fix_made_diverge_is_reported_and_there_is_none(release: AcceptanceRun) -> None:

@@ -104,18 +104,11 @@ class RopeBufferDowncast(Rule):
     fix_payloads = (ClassRewrite,)
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
-        stores = list(rotary.table_stores(ctx))
-        # By class: another class's copy says nothing of this one's buffer.
-        float32_copies = {
-            (ctx.enclosing_class(store.node), store.name)
-            for store in stores
-            if not store.as_buffer and store.name.endswith(rotary.FP32_COPY_SUFFIX)
-        }
-        for store in stores:
+        # A persistent buffer with a float32 copy beside it is what the fix leaves: the class reads the copy.
+        beside_a_copy = {id(store.node) for store in rotary.stores_beside_a_copy(ctx)}
+        for store in rotary.table_stores(ctx):
             cls = ctx.enclosing_class(store.node)
-            # A persistent buffer with a float32 copy beside it is what the fix leaves: the class reads the copy.
-            copy = (cls, store.name + rotary.FP32_COPY_SUFFIX)
-            if not (store.as_buffer or store.parameter) or copy in float32_copies:
+            if not (store.as_buffer or store.parameter) or id(store.node) in beside_a_copy:
                 continue
             if rotary.guarded(ctx, store):
                 continue

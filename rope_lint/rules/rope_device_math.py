@@ -86,6 +86,9 @@ class RopeDeviceMath(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Flagged]:
         classes = rotary.top_level_classes(ctx.tree)
+        # A buffer kept with a float32 copy beside it (the fix's) only carries a state_dict key: the class computes
+        # from the copy, wherever the buffer's value was computed.
+        beside_a_copy = {id(node) for store in rotary.stores_beside_a_copy(ctx) for node in walk(store.value)}
         for cls in rotary.rotary_classes(ctx):
             rewrite = rotary.rope_class_fix(ctx, cls)
             construction = rotary.construction_methods(cls, classes)
@@ -94,7 +97,9 @@ class RopeDeviceMath(Rule):
                 if method.name not in construction:
                     continue
                 for node in walk(method):
-                    if not isinstance(node, ast.Call) or not _flagged(ctx, node, flow, method):
+                    if not isinstance(node, ast.Call) or id(node) in beside_a_copy:
+                        continue
+                    if not _flagged(ctx, node, flow, method):
                         continue
                     if ctx.qualified_name(node.func) == "torch.arange" and not _on_cpu(ctx, node):
                         yield self.report(
@@ -165,13 +170,14 @@ class RopeDeviceMath(Rule):
             safety=FixSafety.UNSAFE,
         ),
         Valid(
-            # The finished table goes where a buffer registered without a move would be: not math on a device.
+            # The finished table goes where a buffer registered without a move would be, the default device (the
+            # codemod's spelling, or torch's from 2.3 on): not math on a device.
             "import torch\n"
             "class RotaryEmbedding(torch.nn.Module):\n"
             "    def __init__(self, dim, n):\n"
             '        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2, device="cpu").float() / dim))\n'
             '        angles = torch.outer(torch.arange(n, device="cpu").float(), freqs)\n'
-            '        self.register_buffer("angles", angles.to(torch.get_default_device()), persistent=False)\n'
+            '        self.register_buffer("angles", angles.to(torch.empty(0).device), persistent=False)\n'
             '        self.register_buffer("steps", torch.arange(n, device="cpu").to(torch.get_default_device()))\n'
         ),
         # Integer positions passed to a method that builds the angles with `torch.outer` and `torch.polar`.
@@ -280,13 +286,13 @@ def _on_cpu(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def _moves_enumeration(ctx: FileContext, call: ast.Call) -> bool:
-    """`<expression with torch.arange>.to(device)`: a move to a device named by a variable. Not a move to
-    `torch.get_default_device()`, which places a finished table where a buffer registered without a move would be
-    (the rope codemod's own placement of a buffer it keeps)."""
+    """`<expression with torch.arange>.to(device)`: a move to a device named by a variable. Not a move to the default
+    device (`rotary.names_default_device`), which places a finished table where a buffer registered without a move
+    would be (the rope codemod's own placement of a buffer it keeps)."""
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to"):
         return False
     targets = [*call.args, *(kw.value for kw in call.keywords if kw.arg == "device")]
-    if any(isinstance(t, ast.Call) and ctx.qualified_name(t.func) == "torch.get_default_device" for t in targets):
+    if any(rotary.names_default_device(ctx, target) for target in targets):
         return False
     moves = any("device" in (ast.unparse(target) if not isinstance(target, ast.Constant) else "") for target in targets)
     return moves and any(

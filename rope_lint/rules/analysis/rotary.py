@@ -81,6 +81,12 @@ _TABLE_WORDS = re.compile(r"(?:^|_)(?:freqs?|frequenc(?:y|ies))$|(?:^|_)(?:cos|s
 # The function through which the rope codemod's rewrite reads a table at run time: `_rope_table_on_device(self,
 # "inv_freq", x.device)` reads `self.inv_freq` (its copy on the input's device).
 TABLE_ON_DEVICE = "_rope_table_on_device"
+# Where the rope codemod places a buffer or parameter that it keeps, computed on the CPU with the tables: the default
+# device, where a tensor made without a device goes and the original made it. `torch.get_default_device()` says the
+# same from torch 2.3 on only; this runs on any torch (transformers 4.37 supports 1.11), and under DeepSpeed's
+# zero.Init, which sends factories to the accelerator without setting a default device, it names the device that the
+# original's factories used.
+DEFAULT_DEVICE = "torch.empty(0).device"
 
 
 class TableStore(
@@ -102,6 +108,20 @@ class TableStore(
     parameter: bool  # default False: an `nn.Parameter`, which `module.to(dtype)` casts as it casts a buffer
     trained: bool  # default False: a parameter that is not frozen (`requires_grad=False`)
     rewritten: bool  # default True: whether the rope codemod rewrites it (`is_table_name`)
+
+
+def names_default_device(ctx: FileContext, node: ast.expr) -> bool:
+    """Whether `node` is the default device: `torch.empty(...).device` (`DEFAULT_DEVICE`) or
+    `torch.get_default_device()`."""
+    if isinstance(node, ast.Call):
+        return ctx.qualified_name(node.func) == "torch.get_default_device"
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "device"
+        and isinstance(node.value, ast.Call)
+        and not node.value.keywords
+        and ctx.qualified_name(node.value.func) == "torch.empty"
+    )
 
 
 def is_table_name(name: str) -> bool:
@@ -845,6 +865,19 @@ def table_stores(ctx: FileContext) -> list[TableStore]:
     class their cos/sin too, following local names, the class's methods and the file's functions), or by its use:
     the class reads it as the frequencies of an angle whose cos/sin it takes."""
     return ctx.derived(_table_stores)
+
+
+def stores_beside_a_copy(ctx: FileContext) -> list[TableStore]:
+    """The stores of tables with a float32 copy beside them in their class (`<name>_fp32`, a plain attribute): what the
+    rope codemod leaves of a buffer that it keeps registered. The class reads the copy; the buffer carries only its
+    state_dict key."""
+    stores = table_stores(ctx)
+    copies = {
+        (ctx.enclosing_class(store.node), store.name)
+        for store in stores
+        if not store.as_buffer and store.name.endswith(FP32_COPY_SUFFIX)
+    }
+    return [store for store in stores if (ctx.enclosing_class(store.node), store.name + FP32_COPY_SUFFIX) in copies]
 
 
 def _table_stores(ctx: FileContext) -> list[TableStore]:
