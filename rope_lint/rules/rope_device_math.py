@@ -180,6 +180,16 @@ class RopeDeviceMath(Rule):
             '        self.register_buffer("angles", angles.to(torch.empty(0).device), persistent=False)\n'
             '        self.register_buffer("steps", torch.arange(n, device="cpu").to(torch.get_default_device()))\n'
         ),
+        Valid(
+            # A buffer kept with a float32 copy beside it, what the rope codemod leaves of a persistent table, carries
+            # only its state_dict key: the class computes from the copy, wherever the buffer's value was computed.
+            "import torch\n"
+            "class RotaryEmbedding(torch.nn.Module):\n"
+            "    def __init__(self, d):\n"
+            '        self.register_buffer("inv_freq", scale(d) / 10000 ** (torch.arange(0, d, 2).float() / d))\n'
+            '        with torch.device("cpu"):\n'
+            '            self.inv_freq_fp32 = scale(d) / 10000 ** (torch.arange(0, d, 2, device="cpu").float() / d)\n'
+        ),
         # Integer positions passed to a method that builds the angles with `torch.outer` and `torch.polar`.
         # (Here and below, forward takes no tensor, so the codemod leaves the class as it is.)
         Invalid(
