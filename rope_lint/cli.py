@@ -209,20 +209,21 @@ def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
         "its patterns are relative to the file's folder",
     )
     parser.add_argument(
-        "--verbose", action="store_true", help="print the traceback of a rule that fails, or of an internal error"
+        "-v", "--verbose", action="store_true", help="print the traceback of a rule that fails, or of an internal error"
     )
 
 
 def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    # The short forms are ruff's.
     parser.add_argument(
-        "--exit-zero", action="store_true", help="exit 0 even when findings remain (errors still exit 2)"
+        "-e", "--exit-zero", action="store_true", help="exit 0 even when findings remain (errors still exit 2)"
     )
-    parser.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--no-cache", action="store_true", help="neither read nor write .rope_lint_cache/")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("-n", "--no-cache", action="store_true", help="neither read nor write .rope_lint_cache/")
 
 
 def _comma_separated(value: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""The flags ruff users reach for: `check --fix`, `--exit-zero`, `--config`, `--show-fixes`, `--output-file`."""
+"""The flags ruff users reach for: `check --fix`, `--exit-zero`, `--config`, `--show-fixes`, `--output-file`, and ruff's
+short forms of them (`-e`, `-o`, `-q`, `-n`, `-v`)."""
 
 from __future__ import annotations
 
@@ -192,6 +193,34 @@ def test_an_output_file_that_cannot_be_written_is_one_line_and_fix_writes_nothin
 )
 def test_every_convention_is_in_the_help(command: str, flags: list[str]) -> None:
     shown = rope_lint(command, "--help").stdout
-    assert [flag for flag in flags if f"  {flag}" not in shown] == []
+    assert [flag for flag in flags if f"  {flag}" not in shown and f", {flag}" not in shown] == []
     if command == "check":
         assert "{full,text,concise,json,sarif,github}" in shown and "default: full on a terminal" in shown
+
+
+@pytest.mark.parametrize(
+    ("command", "short", "long"),
+    [
+        (
+            "check",
+            ["-e", "-o", "{out}", "-q", "-n", "-v"],
+            ["--exit-zero", "--output-file", "{out}", "--quiet", "--no-cache", "--verbose"],
+        ),
+        (
+            "fix",
+            ["-e", "-o", "{out}", "--diff", "-v"],
+            ["--exit-zero", "--output-file", "{out}", "--diff", "--verbose"],
+        ),
+    ],
+)
+def test_short_flags_are_ruffs_and_do_what_the_long_ones_do(
+    project: Path, tmp_path: Path, command: str, short: list[str], long: list[str]
+) -> None:
+    """`-e`, `-o`, `-q`, `-n` and `-v` as ruff spells them: a run with them reports what one with the long flags does."""
+    reports = []
+    for flags, name in ((short, "short.txt"), (long, "long.txt")):
+        out = tmp_path / name
+        result = rope_lint(command, *[flag.format(out=out) for flag in flags], str(project))
+        assert result.returncode == 0 and result.stdout == "", result
+        reports.append(out.read_text())
+    assert reports[0] == reports[1] and "RPL101" in reports[0]
