@@ -216,7 +216,7 @@ def test_every_convention_is_in_the_help(command: str, flags: list[str]) -> None
 def test_short_flags_are_ruffs_and_do_what_the_long_ones_do(
     project: Path, tmp_path: Path, command: str, short: list[str], long: list[str]
 ) -> None:
-    """`-e`, `-o`, `-q`, `-n` and `-v` as ruff spells them: a run with them reports what one with the long flags does."""
+    """`-e`, `-o`, `-q`, `-n` and `-v` as ruff spells them: a run with them reports what one with the long ones does."""
     reports = []
     for flags, name in ((short, "short.txt"), (long, "long.txt")):
         out = tmp_path / name
