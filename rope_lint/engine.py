@@ -96,7 +96,7 @@ class Settings:
         return Prefilter(self.triggers, self.groups)
 
     @cached_property
-    def screens(self) -> dict[str, prefilter.Screen]:
+    def screens(self) -> dict[str, candidates.Keep]:
         from rope_lint.prefilter import combined_screens
 
         return combined_screens(self._specs, self.triggers)

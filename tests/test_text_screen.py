@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rope_lint.engine import Settings, check_source
-from rope_lint.prefilter.candidates import Screen
+from rope_lint.prefilter import PrefilterSpec, combined_screens
+from rope_lint.prefilter.candidates import Occurrences, Screen
 from rope_lint.prefilter.screens import (
     arange_may_be_hazard,
     exp_may_be_hazard,
@@ -83,6 +84,10 @@ def test_every_flagged_example_passes_its_rules_screen(rule: type[Rule], example
         "t = torch.arange(n, device=x.device).type_as(self.inv_freq)\n",
         "t = torch.arange(n).bfloat16()\n",
         "t = torch.arange(\n    n, dtype=torch.int64\n)\n    .to(dtype)\n",
+        # Another library's name, rebound to torch by an `as` beside its import, or reached through another name.
+        "import torch as np\nimport numpy as np\nt = np.arange(n) / n\n",
+        "import numpy as np\nt = model.np.arange(n) / n\n",
+        "import jax.numpy\nt = jax.numpy.arange(n) / n\n",
     ],
 )
 def test_what_a_rule_could_flag_is_kept(code: str) -> None:
@@ -108,6 +113,22 @@ def test_integer_enumerations_outside_arithmetic_are_dropped(code: str) -> None:
     assert screened(code) == [False]
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import numpy as np\nt = np.arange(n) / n\n",
+        "import jax.numpy as jnp\nt = jnp.arange(n, dtype=jnp.float32) * 0.5\n",
+        "from jax import numpy as jnp  # JAX\nt = jnp.arange(n) / n\n",
+        "import numpy\nt = numpy.arange(0.0, n, 0.5)\n",
+    ],
+)
+def test_another_librarys_arange_is_dropped(code: str) -> None:
+    """The RPL1xx rules read `torch.arange` alone, by the names the file's imports bind: an `arange` called on a name
+    bound to NumPy or JAX's NumPy is none, whatever its arguments."""
+    assert screened(code) == [False]
+    assert found_lines(code, "RPL1") == []
+
+
 def test_a_forward_with_only_dropped_enumerations_is_not_parsed_but_its_neighbour_is() -> None:
     """A syntax error inside the dropped function goes unnoticed: it was never parsed. The hazard beside it is
     found all the same."""
@@ -130,6 +151,8 @@ def test_a_forward_with_only_dropped_enumerations_is_not_parsed_but_its_neighbou
         ("y = torch.log(torch.sigmoid(x))\n", True),
         ("y = torch.log(F.softmax(x, dim=-1))\n", True),
         ("y = x.exp().sum(-1).log()\n", True),  # a method's receiver: a call
+        ("y = (\n    x.exp()\n    .log1p()\n)\n", True),  # a chain across lines: its receiver is the call above
+        ("y = x.exp()  # a comment: left in doubt\\\n    .log()\n", True),
         ("y = torch.log(\n    probs  # a comment: left in doubt\n)\n", True),
         ("from torch.nn.functional import softmax as sm\ny = torch.log(sm(x, dim=-1))\n", True),  # a renamed inner
         ("y = lse.log_()\n", True),  # an in-place merge reads the statements before it
@@ -193,3 +216,42 @@ def test_an_attention_forward_that_only_mentions_rope_is_not_parsed() -> None:
         "        return x +\n"
     )
     assert found_lines(code, "RPL203") == [("RPL203", 6)]
+
+
+# A file of NumPy code: words of table math (`arange`, `exp(`, `cos(`) and no table name, no store of a tensor on a
+# module (`PrefilterSpec.requires` of the rules that read table stores).
+NUMPY_GRID = """\
+import numpy as np
+
+
+def sinusoid_grid(n, dim):
+    positions = np.arange(n)[:, None]
+    steps = np.arange(0, dim, 2)
+    frequencies = np.exp(-steps / dim)
+    return np.cos(positions * frequencies)
+"""
+
+
+def test_table_math_marks_nothing_in_a_file_that_cannot_store_a_table() -> None:
+    """RPL201 and RPL202 read table stores, which a file without a table's name or a store of a tensor on a module
+    cannot hold: their triggers there mark nothing, and the file is not parsed, unless another rule's screen keeps a
+    word. With a store added, the same words mark the function again."""
+    settings = Settings(select_rules(["ALL"], []), Path("."))
+    occurrences = Occurrences.of_text(NUMPY_GRID, settings.screens, settings.groups)
+    assert occurrences.positions(settings.triggers) and occurrences.triggered(settings.triggers) == []
+    stored = NUMPY_GRID + "\n\ndef keep(module, grid):\n    module.register_buffer('grid', grid)\n"
+    occurrences = Occurrences.of_text(stored, settings.screens, settings.groups)
+    assert len(occurrences.triggered(("arange",))) == 2
+
+
+def test_a_trigger_is_kept_where_any_rule_taking_it_keeps_it() -> None:
+    """Of the rules that take a trigger, one whose requirement the file meets and that has no screen keeps every
+    occurrence; one whose requirement it lacks keeps none; one with a screen keeps what its screen lets through."""
+    needs_a_store = PrefilterSpec(triggers=(b"exp(",), requires=(b"store",))
+    subtraction = PrefilterSpec(triggers=(b"exp(",), screen=exp_may_be_hazard)
+    keep = combined_screens([needs_a_store, subtraction], ["exp("])["exp("]
+    code = "a = torch.exp(x)\nb = torch.exp(y) - 1\n"
+    for text, kept in ((code, [code.index("exp(y")]), ("store = 1\n" + code, None)):
+        occurrences = Occurrences(text.encode())
+        positions = occurrences.positions(("exp(",))
+        assert keep(occurrences, positions) == (positions if kept is None else kept)

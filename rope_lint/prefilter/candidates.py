@@ -44,6 +44,9 @@ def _definition_line(indent: bytes) -> re.Pattern[bytes]:
 
 # Whether a rule can flag the trigger at a position of a file's bytes.
 Screen = Callable[[bytes, int], bool]
+# Of the positions of a trigger in a file, those that some rule can flag: what its rules' requirements and screens
+# keep (`prefilter.combined_screens`).
+Keep = Callable[["Occurrences", list[int]], list[int]]
 
 # Clauses of the compound statement before them, not statements of their own.
 _CLAUSE = re.compile(rb"(?:else|elif|except|finally)\b")
@@ -57,16 +60,18 @@ class Occurrences:
         self,
         data: bytes,
         encoding: str = "utf-8",
-        screens: Mapping[str, Screen] | None = None,
+        screens: Mapping[str, Keep] | None = None,
         groups: Mapping[str, re.Pattern[bytes]] | None = None,
     ) -> None:
         self.data = data
         self.encoding = encoding  # of `data`
-        # By needle, what tells an occurrence no rule can flag from one that starts a search (`PrefilterSpec.screen`).
+        # By needle, what keeps the occurrences that may start a search, dropping those that no rule can flag
+        # (`prefilter.combined_screens`).
         self.screens = screens or {}
         self.groups = groups or {}  # see `prefix_groups`
         self._positions: dict[str, list[int]] = {}
         self._triggered: dict[str, list[int]] = {}
+        self._held: dict[tuple[bytes, ...], bool] = {}
         self._lines: dict[tuple[str, ...], list[int]] = {}
         self._marked: dict[tuple[str, ...], list[int]] = {}
 
@@ -74,7 +79,7 @@ class Occurrences:
     def of_text(
         cls,
         source: str,
-        screens: Mapping[str, Screen] | None = None,
+        screens: Mapping[str, Keep] | None = None,
         groups: Mapping[str, re.Pattern[bytes]] | None = None,
     ) -> Occurrences:
         """For a text that was not read as bytes (an edited file, a test's snippet): its UTF-8 bytes."""
@@ -98,6 +103,12 @@ class Occurrences:
             found.extend(self._positions[needle])
         return sorted(found)
 
+    def holds_any(self, needles: tuple[bytes, ...]) -> bool:
+        """Whether any of `needles` occurs (a rule's `PrefilterSpec.requires`, asked for each of its triggers)."""
+        if needles not in self._held:
+            self._held[needles] = any(self.positions((needle.decode(),)) for needle in needles)
+        return self._held[needles]
+
     def lines(self, needles: tuple[str, ...]) -> list[int]:
         """The lines on which any of `needles` occurs, in order."""
         if needles not in self._lines:
@@ -113,11 +124,9 @@ class Occurrences:
         found: list[int] = []
         for needle in needles:
             if needle not in self._triggered:
-                screen = self.screens.get(needle)
+                keep = self.screens.get(needle)
                 positions = self.positions((needle,))
-                self._triggered[needle] = (
-                    positions if screen is None else [p for p in positions if screen(self.data, p)]
-                )
+                self._triggered[needle] = positions if keep is None else keep(self, positions)
             found.extend(self._triggered[needle])
         return sorted(found)
 

@@ -28,9 +28,13 @@ _LONGEST_CALL = 4096
 
 
 def arange_may_be_hazard(data: bytes, position: int) -> bool:
-    """The RPL1xx rules: False only for an `arange(...)` whose bounds hold no float literal, whose dtype is absent
-    or a literal integer one, that no cast follows (`.to(dtype)`; a move to a device is no cast), and that no
-    arithmetic operator takes as an operand (`/`, or `*`, `+`, `-`, `%` with what may be a Python float)."""
+    """The RPL1xx rules, which read `torch.arange`: False for another library's `arange`, called on a name that the
+    file imports NumPy or JAX's NumPy as (`np.arange`, `jnp.arange`), and for an `arange(...)` whose
+    bounds hold no float literal, whose dtype is absent or a literal integer one, that no cast follows (`.to(dtype)`;
+    a move to a device is no cast), and that no arithmetic operator takes as an operand (`/`, or `*`, `+`, `-`, `%`
+    with what may be a Python float)."""
+    if _receiver(data, position) in _other_libraries(data):
+        return False
     start = position + len(b"arange")
     if data[start : start + 1] != b"(":
         return True
@@ -68,6 +72,51 @@ def _cast_after(data: bytes, offset: int) -> bool:
 _ARITHMETIC = (b"/", b"*", b"+", b"-", b"%")
 
 
+# `import numpy as np`, `import jax.numpy as jnp`, `from jax import numpy as jnp`, `import numpy`, a line of its own:
+# a name bound to a library whose `arange` is not torch's, as the rules resolve names (by the file's imports).
+_OTHER_LIBRARY_IMPORT = re.compile(
+    rb"[ \t]*(?:import[ \t]+(numpy|jax\.numpy)(?:[ \t]+as[ \t]+(\w+))?"
+    rb"|from[ \t]+jax[ \t]+import[ \t]+(numpy)(?:[ \t]+as[ \t]+(\w+))?)[ \t]*(?:#[^\n]*)?\r?"
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _other_libraries(data: bytes) -> frozenset[bytes]:
+    """The names that the file binds to NumPy or JAX's NumPy and that no other `as` binds (`import torch as np` beside
+    them leaves `np` out). Read from the lines that name NumPy: a pattern that starts with no fixed text would scan the
+    file ten times slower."""
+    bound: list[bytes] = []
+    aliased: list[bytes] = []
+    start = data.find(b"numpy")
+    while start != -1:
+        line_start, line_end = data.rfind(b"\n", 0, start) + 1, data.find(b"\n", start)
+        match = _OTHER_LIBRARY_IMPORT.fullmatch(data, line_start, len(data) if line_end == -1 else line_end)
+        module_group = 1 if match and match.group(1) else 3
+        if match and match.start(module_group) <= start < match.end(module_group):  # the module, not an alias
+            module, alias = match.group(1) or match.group(3), match.group(2) or match.group(4)
+            bound.append(alias or module.split(b".")[0])
+            aliased += [alias] if alias else []
+        start = data.find(b"numpy", start + 1)
+    # Every `as <name>` of the file, counted loosely (`has np` too): more than the imports' own leaves the name out.
+    return frozenset(
+        name for name in bound if len(re.findall(rb"as[ \t]+" + name + rb"\b", data)) == aliased.count(name)
+    )
+
+
+def _receiver(data: bytes, position: int) -> bytes:
+    """The name that a method at `position` is called on (`jnp` of `jnp.arange`); empty for anything else."""
+    if position < 2 or data[position - 1 : position] != b".":
+        return b""
+    start = position - 1
+    while start > 0 and data[start - 1] in _IDENTIFIER_BYTES:
+        start -= 1
+    before = data[start - 1 : start] if start > 0 else b""
+    return b"" if before == b"." else data[start : position - 1]
+
+
+_IDENTIFIER_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
 def log_may_be_hazard(data: bytes, position: int) -> bool:
     """The RPL30x rules, which read the operand of `log(x)`, `log1p(x)` or `x.log()`: False where that operand
     holds none of `exp`, `softmax`, `sigmoid` or `+` (a function's argument), or is no call or parenthesis (a
@@ -81,8 +130,19 @@ def log_may_be_hazard(data: bytes, position: int) -> bool:
         return True
     arguments = data[start + 1 : end]
     if not arguments.strip():  # `x.log()`: the receiver is the operand
-        return data[position - 2 : position] == b")."
+        return _receiver_may_be_a_call(data, position - 1)
     return any(word in arguments for word in _LOG_OF_HAZARD) or _renames_inner_functions(data)
+
+
+def _receiver_may_be_a_call(data: bytes, dot: int) -> bool:
+    """Whether the receiver of the method whose `.` is at `dot` may end in a call: a `)` before it, past blanks and the
+    line breaks of a chain (`x.exp()` on one line, `.log1p()` on the next); True where a comment ends a line it
+    passes, which may hide what comes before."""
+    before = data[max(0, dot - _LONGEST_CALL) : dot]
+    stripped = before.rstrip(b" \t\r\n\\")
+    if b"\n" in before[len(stripped) :] and b"#" in stripped[stripped.rfind(b"\n") + 1 :]:
+        return True
+    return stripped.endswith(b")")
 
 
 def exp_may_be_hazard(data: bytes, position: int) -> bool:

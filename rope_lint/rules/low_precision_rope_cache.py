@@ -45,7 +45,11 @@ class LowPrecisionRopeCache(Rule):
 
     code = "RPL201"
     name = "low-precision-rope-cache"
-    prefilter = PrefilterSpec(triggers=rotary.STORE_TRIGGERS, parses_whole_class=rotary.may_hold_table)
+    prefilter = PrefilterSpec(
+        triggers=rotary.STORE_TRIGGERS,
+        parses_whole_class=rotary.may_hold_table,
+        requires=rotary.TABLE_OR_STORE_TRIGGERS,
+    )
     # None for a class whose tables have no device to move to, or a table the codemod does not know by name.
     fix_availability = FixAvailability.SOMETIMES
     fix_safeties = frozenset({FixSafety.UNSAFE})

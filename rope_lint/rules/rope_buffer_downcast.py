@@ -97,7 +97,11 @@ class RopeBufferDowncast(Rule):
 
     code = "RPL202"
     name = "rope-buffer-downcast"
-    prefilter = PrefilterSpec(triggers=rotary.STORE_TRIGGERS, parses_whole_class=rotary.may_hold_table)
+    prefilter = PrefilterSpec(
+        triggers=rotary.STORE_TRIGGERS,
+        parses_whole_class=rotary.may_hold_table,
+        requires=rotary.TABLE_OR_STORE_TRIGGERS,
+    )
     # None for a class whose tables have no device to move to, a table the codemod does not know, or a parameter.
     fix_availability = FixAvailability.SOMETIMES
     fix_safeties = frozenset({FixSafety.UNSAFE})

@@ -75,6 +75,10 @@ STORE_NEEDLES = ("register_buffer", "register_parameter", "Parameter(", "Buffer(
 _STORE_LINE_NEEDLES = (*STORE_NEEDLES, ".to(", *(f".{method}(" for method in sorted(LOW_PRECISION_CAST_METHODS)))
 COMPUTATION_NEEDLES = ("arange", "linspace", "exp(", "cos(", "sin(", "outer(", "einsum(", "polar(")
 STORE_TRIGGERS = tuple(needle.encode() for needle in (*TABLE_NEEDLES, *STORE_NEEDLES, *COMPUTATION_NEEDLES))
+# What a file must hold for a table to be stored in it (`table_stores`): a table's name, or a store of a tensor on a
+# module. In a file without any, the words of table math (`arange` the most common) mark nothing for the rules that
+# read table stores: NumPy, JAX or TensorFlow code, or functions alone, is parsed only where another rule keeps it.
+TABLE_OR_STORE_TRIGGERS = tuple(needle.encode() for needle in (*TABLE_NEEDLES, *STORE_NEEDLES))
 # A name that holds one of these words says it is frequencies or a cos/sin table, even where the rope codemod does
 # not rewrite it.
 _TABLE_WORDS = re.compile(r"(?:^|_)(?:freqs?|frequenc(?:y|ies))$|(?:^|_)(?:cos|sin|cis)(?:$|_|\d)", re.IGNORECASE)
