@@ -17,6 +17,7 @@ from rope_lint.prefilter.screens import (
     rotary_name_may_be_class,
 )
 from rope_lint.rules import ALL_RULES, select_rules
+from rope_lint.rules.analysis.rotary import may_store_a_table
 from rope_lint.rules.base import Invalid, Rule
 
 SCREENED_RULES = [rule for rule in ALL_RULES if rule.prefilter.screen is not None]
@@ -244,10 +245,66 @@ def test_table_math_marks_nothing_in_a_file_that_cannot_store_a_table() -> None:
     assert len(occurrences.triggered(("arange",))) == 2
 
 
+@pytest.mark.parametrize(
+    ("rule", "example"),
+    [
+        (rule, example)
+        for rule in ALL_RULES
+        if rule.prefilter.requires is not None
+        for example in rule.examples
+        if isinstance(example, Invalid)
+    ],
+    ids=lambda value: value.code if isinstance(value, type) else value.code.splitlines()[-1][:40],
+)
+def test_every_flagged_example_meets_its_rules_requirement(rule: type[Rule], example: Invalid) -> None:
+    assert rule.prefilter.requires(Occurrences(example.code.encode()))
+
+
+# A model file whose only stores are position ids and weights: it cannot store a table.
+POSITION_IDS = """\
+import torch
+from torch import nn
+
+
+class Embeddings(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(config.hidden_size))  # using a single precision cosine-free scale
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)))
+
+    def forward(self, x):
+        return torch.exp(self.scale) * x + torch.einsum("bd,d->bd", x, self.scale)
+"""
+
+
+@pytest.mark.parametrize(
+    ("added", "may_store"),
+    [
+        ("", False),
+        ("inv_freq = None\n", True),  # a table's name
+        ("class PartialRotary(nn.Module):\n    pass\n", True),  # a rotary class's name
+        ("y = angles.cos()\n", True),
+        ("z = torch.exp(1j * angles)\n", True),  # a complex exponential
+        ("self.register_buffer('bandFreqs', b)\n", True),  # a name that `names_table` reads, in any case
+        ("self.emb_cos = e\n", True),
+        ("sin1 = e\n", True),
+    ],
+)
+def test_a_file_may_store_a_table_where_something_says_so(added: str, may_store: bool) -> None:
+    """RPL201 and RPL202 flag table stores: a file that names no table, or stores no tensor on a module, or has
+    nothing that says a store holds a table (a rotary class's name, cos/sin, a complex exponential, a name such as
+    `freqs`), cannot hold one, and their words of table math (`arange`, `exp(`, `einsum(`) mark nothing there."""
+    code = POSITION_IDS + added
+    assert may_store_a_table(Occurrences(code.encode())) is may_store
+    settings = Settings(select_rules(["RPL2"], []), Path("."))
+    occurrences = Occurrences.of_text(code, settings.screens, settings.groups)
+    assert bool(occurrences.triggered(("arange", "exp(", "einsum("))) is may_store
+
+
 def test_a_trigger_is_kept_where_any_rule_taking_it_keeps_it() -> None:
     """Of the rules that take a trigger, one whose requirement the file meets and that has no screen keeps every
     occurrence; one whose requirement it lacks keeps none; one with a screen keeps what its screen lets through."""
-    needs_a_store = PrefilterSpec(triggers=(b"exp(",), requires=(b"store",))
+    needs_a_store = PrefilterSpec(triggers=(b"exp(",), requires=lambda occurrences: b"store" in occurrences.data)
     subtraction = PrefilterSpec(triggers=(b"exp(",), screen=exp_may_be_hazard)
     keep = combined_screens([needs_a_store, subtraction], ["exp("])["exp("]
     code = "a = torch.exp(x)\nb = torch.exp(y) - 1\n"

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 # Whether a class, from its `class` keyword on, is parsed whole: all its methods, not only those near a trigger.
 ClassTest = Callable[[bytes], bool]
+# Whether a file, from the occurrences of words in its bytes, can hold a finding of a rule (`PrefilterSpec.requires`).
+Requirement = Callable[["Occurrences"], bool]
 
 
 class PrefilterSpec(
@@ -33,16 +35,17 @@ class PrefilterSpec(
     `parses_whole_class`: a function of a class's text that says whether the rule reads every method of it (the rope
     rules follow `self.` calls from `__init__`); None where the rule reads only the function around a trigger and the
     `__init__` of its class.
-    `requires`: bytes of which a file must hold one for the rule to flag anything in it, where its triggers also mark
-    what it reads around a finding (the rope rules' table math, found only where a file stores a tensor on a module);
-    in a file without any, the rule's triggers mark nothing. None: a trigger alone suffices.
+    `requires`: whether a file, from the occurrences of words in its bytes (`candidates.Occurrences`), can hold a
+    finding of the rule at all, where its triggers also mark what it reads around a finding (the rope rules' table
+    math, which counts only where a file stores a table); in a file where it says False, the rule's triggers mark
+    nothing. It may say False only where the rule cannot flag. None: a trigger alone suffices.
     """
 
     __slots__ = ()
     triggers: tuple[bytes, ...]
     screen: Screen | None  # default None
     parses_whole_class: ClassTest | None  # default None
-    requires: tuple[bytes, ...] | None  # default None
+    requires: Requirement | None  # default None
 
 
 def combined_screens(specs: Iterable[PrefilterSpec], triggers: Iterable[str]) -> dict[str, Keep]:
@@ -67,7 +70,7 @@ def combined_class_test(specs: Iterable[PrefilterSpec]) -> ClassTest | None:
 
 
 # Of each rule that takes a trigger: what a file must hold for it (`PrefilterSpec.requires`), and its screen.
-_Tests = tuple[tuple[tuple[bytes, ...] | None, "Screen | None"], ...]
+_Tests = tuple[tuple[Requirement | None, "Screen | None"], ...]
 
 
 def _kept(tests: _Tests, occurrences: Occurrences, positions: list[int]) -> list[int]:
@@ -77,7 +80,7 @@ def _kept(tests: _Tests, occurrences: Occurrences, positions: list[int]) -> list
     screens: list[Screen] = []
     data = occurrences.data
     for requires, screen in tests:
-        if requires is not None and not occurrences.holds_any(requires):
+        if requires is not None and not occurrences.meets(requires):
             continue
         if screen is None:
             return positions

@@ -71,7 +71,7 @@ class Occurrences:
         self.groups = groups or {}  # see `prefix_groups`
         self._positions: dict[str, list[int]] = {}
         self._triggered: dict[str, list[int]] = {}
-        self._held: dict[tuple[bytes, ...], bool] = {}
+        self._met: dict[Callable[[Occurrences], bool], bool] = {}
         self._lines: dict[tuple[str, ...], list[int]] = {}
         self._marked: dict[tuple[str, ...], list[int]] = {}
 
@@ -103,11 +103,15 @@ class Occurrences:
             found.extend(self._positions[needle])
         return sorted(found)
 
-    def holds_any(self, needles: tuple[bytes, ...]) -> bool:
-        """Whether any of `needles` occurs (a rule's `PrefilterSpec.requires`, asked for each of its triggers)."""
-        if needles not in self._held:
-            self._held[needles] = any(self.positions((needle.decode(),)) for needle in needles)
-        return self._held[needles]
+    def holds_any(self, needles: tuple[str, ...]) -> bool:
+        """Whether any of `needles` occurs."""
+        return any(self.positions((needle,)) for needle in needles)
+
+    def meets(self, requirement: Callable[[Occurrences], bool]) -> bool:
+        """What a rule's requirement (`PrefilterSpec.requires`) says of the file, asked once for all its triggers."""
+        if requirement not in self._met:
+            self._met[requirement] = requirement(self)
+        return self._met[requirement]
 
     def lines(self, needles: tuple[str, ...]) -> list[int]:
         """The lines on which any of `needles` occurs, in order."""

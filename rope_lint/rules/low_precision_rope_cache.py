@@ -48,7 +48,7 @@ class LowPrecisionRopeCache(Rule):
     prefilter = PrefilterSpec(
         triggers=rotary.STORE_TRIGGERS,
         parses_whole_class=rotary.may_hold_table,
-        requires=rotary.TABLE_OR_STORE_TRIGGERS,
+        requires=rotary.may_store_a_table,
     )
     # None for a class whose tables have no device to move to, or a table the codemod does not know by name.
     fix_availability = FixAvailability.SOMETIMES

@@ -43,6 +43,8 @@ from rope_lint.rules.payloads import ClassRewrite
 if TYPE_CHECKING:
     from typing import TypeGuard
 
+    from rope_lint.prefilter.candidates import Occurrences
+
 # Names are told by the words they hold, with `in`: compiling a pattern costs more than checking a small file.
 # A rotary class's name holds one of these.
 ROTARY_NAME_WORDS = ("Rotary", "Rope", "RoPE")
@@ -75,10 +77,10 @@ STORE_NEEDLES = ("register_buffer", "register_parameter", "Parameter(", "Buffer(
 _STORE_LINE_NEEDLES = (*STORE_NEEDLES, ".to(", *(f".{method}(" for method in sorted(LOW_PRECISION_CAST_METHODS)))
 COMPUTATION_NEEDLES = ("arange", "linspace", "exp(", "cos(", "sin(", "outer(", "einsum(", "polar(")
 STORE_TRIGGERS = tuple(needle.encode() for needle in (*TABLE_NEEDLES, *STORE_NEEDLES, *COMPUTATION_NEEDLES))
-# What a file must hold for a table to be stored in it (`table_stores`): a table's name, or a store of a tensor on a
-# module. In a file without any, the words of table math (`arange` the most common) mark nothing for the rules that
-# read table stores: NumPy, JAX or TensorFlow code, or functions alone, is parsed only where another rule keeps it.
-TABLE_OR_STORE_TRIGGERS = tuple(needle.encode() for needle in (*TABLE_NEEDLES, *STORE_NEEDLES))
+# What says that a store may hold a table (`table_stores`): a table's name, a rotary class's name, the cos/sin (or
+# complex exponential) of table math, or a name that `names_table` reads (`freqs`, `emb_cos`; `_names_cos_or_sin`).
+_TABLE_EVIDENCE = (*TABLE_NEEDLES, *ROTARY_NAME_WORDS, "cos(", "sin(", "polar(")
+_COMPLEX_LITERAL = re.compile(rb"\d[jJ]\b")
 # A name that holds one of these words says it is frequencies or a cos/sin table, even where the rope codemod does
 # not rewrite it.
 _TABLE_WORDS = re.compile(r"(?:^|_)(?:freqs?|frequenc(?:y|ies))$|(?:^|_)(?:cos|sin|cis)(?:$|_|\d)", re.IGNORECASE)
@@ -201,6 +203,38 @@ def rotary_class_names(classes: Iterable[ClassFacts], evidence: RotaryEvidence =
         if is_rotary_class(facts.name, (), any(base in rotary for base in facts.base_names), evidence):
             rotary.add(facts.name)
     return rotary
+
+
+def may_store_a_table(occurrences: Occurrences) -> bool:
+    """Whether a file can store a table (`table_stores`), told from the words in its bytes: it names a table, or it
+    stores a tensor on a module (`STORE_NEEDLES`) and something says that a store may hold a table (a rotary class's
+    name, cos/sin, a complex exponential, a name such as `freqs` or `emb_cos`). Elsewhere the words of table math
+    (`arange`, the most common) mark nothing for the rules that read table stores: a model file whose only buffers
+    are position ids, or NumPy or JAX code, is parsed only where another rule keeps a word."""
+    if occurrences.holds_any(TABLE_NEEDLES):
+        return True
+    if not occurrences.holds_any(STORE_NEEDLES):
+        return False
+    if occurrences.holds_any(_TABLE_EVIDENCE):
+        return True
+    data = occurrences.data
+    lowered = data.lower()  # `names_table` reads names in any case
+    if b"freq" in lowered or _names_cos_or_sin(lowered):
+        return True
+    return b"exp(" in data and _COMPLEX_LITERAL.search(data) is not None
+
+
+def _names_cos_or_sin(lowered: bytes) -> bool:
+    """Whether a lowered file's bytes hold `cos`, `sin` or `cis` as a word of a name (`_TABLE_WORDS`): after neither a
+    letter nor a digit, and before no letter (`emb_cos`, `sin1`, `freqs_cis`; not `using`, `cosine`, `precision`)."""
+    for word in (b"cos", b"sin", b"cis"):
+        start = lowered.find(word)
+        while start != -1:
+            before, after = lowered[start - 1 : start] if start else b"", lowered[start + 3 : start + 4]
+            if not (before.isalnum() or after.isalpha()):
+                return True
+            start = lowered.find(word, start + 1)
+    return False
 
 
 def may_be_rotary(class_text: bytes) -> bool:
