@@ -15,6 +15,7 @@ frequencies. The same data flow finds the classes that compute tables for the pr
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import namedtuple
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -80,7 +81,6 @@ STORE_TRIGGERS = tuple(needle.encode() for needle in (*TABLE_NEEDLES, *STORE_NEE
 # What says that a store may hold a table (`table_stores`): a table's name, a rotary class's name, the cos/sin (or
 # complex exponential) of table math, or a name that `names_table` reads (`freqs`, `emb_cos`; `_names_cos_or_sin`).
 _TABLE_EVIDENCE = (*TABLE_NEEDLES, *ROTARY_NAME_WORDS, "cos(", "sin(", "polar(")
-_COMPLEX_LITERAL = re.compile(rb"\d[jJ]\b")
 # A name that holds one of these words says it is frequencies or a cos/sin table, even where the rope codemod does
 # not rewrite it.
 _TABLE_WORDS = re.compile(r"(?:^|_)(?:freqs?|frequenc(?:y|ies))$|(?:^|_)(?:cos|sin|cis)(?:$|_|\d)", re.IGNORECASE)
@@ -221,7 +221,13 @@ def may_store_a_table(occurrences: Occurrences) -> bool:
     lowered = data.lower()  # `names_table` reads names in any case
     if b"freq" in lowered or _names_cos_or_sin(lowered):
         return True
-    return b"exp(" in data and _COMPLEX_LITERAL.search(data) is not None
+    return b"exp(" in data and _complex_literal().search(data) is not None
+
+
+@functools.cache
+def _complex_literal() -> re.Pattern[bytes]:
+    """An imaginary literal (`1j`), compiled on first use: most files that can store a table say so before."""
+    return re.compile(rb"\d[jJ]\b")
 
 
 def _names_cos_or_sin(lowered: bytes) -> bool:
