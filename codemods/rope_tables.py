@@ -92,6 +92,7 @@ from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import written_for_torchscript
 from rope_lint.rules.analysis.rotary import (
     DEFAULT_DEVICE,
+    DEFAULT_DEVICE_SPELLINGS,
     FP32_COPY_SUFFIX,
     LAYOUT_METHODS,
     LOW_PRECISION_CAST_METHODS,
@@ -413,14 +414,14 @@ def _placed(value: cst.BaseExpression) -> bool:
     return matches(value, like.Name("None")) or (isinstance(value, cst.Call) and _is_default_device_move(value))
 
 
-# The default device as the codemod writes it, and as torch 2.3 spells it (a file fixed by an earlier rope-lint, or
-# written so by hand).
-_DEFAULT_DEVICES = (DEFAULT_DEVICE, "torch.get_default_device()")
-
-
 def _is_default_device_move(call: cst.Call) -> bool:
     """`t.to(torch.empty(0).device)`: where step 1 places a kept buffer, not a move before the math."""
-    return len(call.args) == 1 and _code(call.args[0].value) in _DEFAULT_DEVICES
+    return len(call.args) == 1 and _code(call.args[0].value) in DEFAULT_DEVICE_SPELLINGS
+
+
+def _places(line: cst.SimpleStatementLine) -> bool:
+    """Whether the line makes what the codemod places on the default device: a parameter or a kept buffer."""
+    return any(_holds_tensor(call) or _is_default_device_move(call) for call in findall(line, like.Call()))
 
 
 def _on_default_device(call: cst.Call, position: int) -> cst.Call:
@@ -673,6 +674,7 @@ class _RotaryClassRewrite(_TableReads):
         self.bound: set[str] = set()  # the construction method's parameters and the names it assigns
         self.feeding: set[str] = set()  # the names that the construction method's table stores read
         self.on_cpu = 0  # the depth of `with torch.device("cpu"):` blocks being visited
+        self.line_on_cpu = False  # whether the statement being visited goes under `with torch.device("cpu")`
         self.unpinned = False  # whether the statement being visited computes where the original did
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
@@ -729,30 +731,22 @@ class _RotaryClassRewrite(_TableReads):
         return updated_node
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
-        # A statement that calls a function from outside the class and is not run on the CPU whole computes where the
-        # original did: its factories, pinned to the CPU, would meet that function's tensors on the default device.
-        self.unpinned = self._calls_outside_the_cpu(node) and not self._run_on_the_cpu(node)
+        # Step 3 for a statement of construction that calls a function from outside the class (a helper,
+        # `ROPE_INIT_FUNCTIONS[...]`), decided once for the line: where it feeds a table, it runs under
+        # `with torch.device("cpu")`, so that a plain attribute that a model built on `meta` holds there does not stay
+        # there through `to_empty()` (a second run finds it under the block already); where it feeds none, or places
+        # a parameter or a kept buffer on the default device (which the block would make the CPU), it computes where
+        # the original did: its factories, pinned to the CPU, would meet that function's tensors on the default device.
+        outside = self.constructing and self.on_cpu == 0 and self._calls_outside(node)
+        self.line_on_cpu = outside and self._feeds_table(node) and not _places(node)
+        self.unpinned = outside and not self.line_on_cpu
         return True
-
-    def _calls_outside_the_cpu(self, line: cst.SimpleStatementLine) -> bool:
-        return self.constructing and self.on_cpu == 0 and self._calls_outside(line)
-
-    def _run_on_the_cpu(self, line: cst.SimpleStatementLine) -> bool:
-        """Whether the construction's statement `line`, which calls a function from outside the class, goes under
-        `with torch.device("cpu")`: where it feeds a table, and places nothing on the default device (a parameter, a
-        buffer that step 1 keeps), which the block would place on the CPU."""
-        return self._feeds_table(line) and not any(
-            _holds_tensor(call) or _is_default_device_move(call) for call in findall(line, like.Call())
-        )
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement:
-        self.unpinned = False
-        # Step 3: a table computed by a function from outside the class (a helper, `ROPE_INIT_FUNCTIONS[...]`)
-        # computes on the CPU too, whatever the default device: a plain attribute that a model built on `meta`
-        # holds there would stay there through `to_empty()`. (A second run finds it under the block already.)
-        if self._calls_outside_the_cpu(updated_node) and self._run_on_the_cpu(updated_node):
+        on_cpu, self.line_on_cpu, self.unpinned = self.line_on_cpu, False, False
+        if on_cpu:
             line = updated_node.with_changes(leading_lines=())
             return cst.With(
                 items=[cst.WithItem(cst.parse_expression('torch.device("cpu")'))],

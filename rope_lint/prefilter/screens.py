@@ -23,7 +23,8 @@ _LOG_OF_HAZARD = (b"exp", b"softmax", b"sigmoid", b"+")
 _INNER_FUNCTIONS = (b"exp", b"softmax", b"sigmoid")
 # What may follow a call before its operator: blanks, closing parentheses, comments; then `[`, `.name(` or `.name`.
 _CHAIN = re.compile(rb"(?:[ \t\r\n\\)]|#[^\n]*)*(?:\[|\.\w+\(|\.\w+)?")
-_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+_IDENTIFIER_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_NAME_BYTES = _IDENTIFIER_BYTES | {ord(".")}  # a dotted name
 _LONGEST_CALL = 4096
 
 
@@ -115,9 +116,6 @@ def _receiver(data: bytes, position: int) -> bytes:
         start -= 1
     before = data[start - 1 : start] if start > 0 else b""
     return b"" if before == b"." else data[start : position - 1]
-
-
-_IDENTIFIER_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def log_may_be_hazard(data: bytes, position: int) -> bool:

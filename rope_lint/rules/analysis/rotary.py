@@ -93,6 +93,9 @@ TABLE_ON_DEVICE = "_rope_table_on_device"
 # zero.Init, which sends factories to the accelerator without setting a default device, it names the device that the
 # original's factories used.
 DEFAULT_DEVICE = "torch.empty(0).device"
+# The default device as the codemod writes it, and as torch 2.3 spells it (a file fixed by an earlier rope-lint, or
+# written so by hand): `names_default_device` reads either, under any alias of torch.
+DEFAULT_DEVICE_SPELLINGS = (DEFAULT_DEVICE, "torch.get_default_device()")
 
 
 class TableStore(
