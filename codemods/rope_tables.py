@@ -371,8 +371,8 @@ class _TableStores(Transformer):
         value = call.args[1].value
         literal = isinstance(call.args[0].value, cst.SimpleString)
         if _is_persistent_registration(call) or (literal and name in self.kept):
-            if not literal:
-                return None
+            if not literal or owner != "self":
+                return None  # no class would read a copy put on the module that a function takes
             # Checkpoints carry this key (or the copy's source keeps it): keep the buffer, and compute from a float32
             # copy beside it.
             copy = _self_attribute(name + FP32_COPY_SUFFIX, owner)

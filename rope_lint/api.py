@@ -140,7 +140,7 @@ def _with_origins_named(findings: list[Diagnostic], cache: ResultCache | None = 
         known = cache.origin_notes(os.path.abspath(path), wanted) if cache is not None else None
         if known is not None:
             notes[path] = known
-    from rope_lint.transformers.banner import generated_paths
+    from rope_lint.banner import generated_paths
 
     # `origin_notes` reads each whole file itself, once it has taken its status.
     generated = sorted(generated_paths(path for path in lines if path not in notes))

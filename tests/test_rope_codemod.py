@@ -16,6 +16,8 @@ import torch
 from helpers import exceeding, install_transformers, load_module, module_of, probe, rope_lint, run_python
 from releases import NEW, OLD, TRANSFORMERS_RUFF, AcceptanceRun
 
+from rope_lint import api
+
 TRIGGERS = "zero-init-bf16,default-dtype-bf16,to-bf16"
 # The Llama family of the newest release: Llama and the models that copy its rotary class.
 NEW_LLAMA_FAMILY = ("llama", "mistral", "mixtral", "qwen2", "qwen3")
@@ -257,6 +259,38 @@ def test_a_second_codemod_run_leaves_a_persistent_buffer_and_its_float32_copy_al
         ".to(torch.empty(0).device))\n" in once
     )
     # A second run leaves the placement's `torch.empty(0)` unpinned: on the CPU it would tell the CPU.
+    assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once
+
+
+def test_a_persistent_buffer_that_a_function_registers_on_a_module_it_takes_is_left_as_it_is() -> None:
+    """No class reads a float32 copy put beside it: the codemod added one on every run (a serving library's test,
+    which registers `inv_freq` on an encoder), and the finding stayed."""
+    from libcst import parse_module
+    from libcst.codemod import CodemodContext
+    from rope_lint.codemods.commands import RopeTablesCommand
+
+    function = (
+        "def with_frequencies(module, frequencies):\n"
+        '    module.register_buffer("inv_freq", frequencies.clone())\n'
+        '    module.register_buffer("cos_cached", frequencies.cos(), persistent=False)\n'
+    )
+    rotary_class = (
+        "class ToyRotaryEmbedding(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        '        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))\n'
+        "\n"
+        "    def forward(self, x):\n"
+        "        return x[..., None].float() * self.inv_freq\n"
+    )
+    once = RopeTablesCommand(CodemodContext()).transform_module(parse_module(rotary_class + function)).code
+    # The class is rewritten; of the function, only the buffer that is not persistent becomes a plain attribute.
+    assert "self.inv_freq_fp32 = " in once
+    assert once.endswith(
+        "def with_frequencies(module, frequencies):\n"
+        '    module.register_buffer("inv_freq", frequencies.clone())\n'
+        "    module.cos_cached = frequencies.cos()\n"
+    )
     assert RopeTablesCommand(CodemodContext()).transform_module(parse_module(once)).code == once
 
 
@@ -504,6 +538,9 @@ def test_a_subclass_of_a_rotary_base_in_another_module_is_left_as_it_is(
     run = rope_lint("fix", "--unsafe-fixes", "--select", "RPL2", str(variant_path))
     assert run.returncode in (0, 1), run.stdout + run.stderr
     assert variant_path.read_text() == VARIANTS[variant]
+    # ... and `check` offers no fix for what `fix` leaves: a finding marked fixable is one that `fix` removes.
+    found = api.check([str(variant_path)], api.Options(select=["RPL2"])).findings
+    assert found and [d for d in found if d.fix is not None] == []
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "rotary_base", raising=False)
     module = load_module(variant_path, f"variant_{variant}")

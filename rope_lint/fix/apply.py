@@ -21,7 +21,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
-from rope_lint import ruff
+from rope_lint import banner, ruff
 from rope_lint.diagnostics import Diagnostic, FixSafety
 from rope_lint.display import printable
 from rope_lint.engine import Settings, check_source, decode, read_bytes, read_triggered
@@ -37,7 +37,7 @@ from rope_lint.rules.analysis.callers import PackageCallers
 from rope_lint.rules.analysis.context import child_statements, physical_lines, statements_holding
 from rope_lint.rules.edits import Transformer
 from rope_lint.rules.payloads import ClassRewrite
-from rope_lint.transformers import banner, generated
+from rope_lint.transformers import generated
 
 Range = tuple[tuple[int, int], tuple[int, int]]
 

@@ -16,12 +16,13 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from rope_lint import banner
 from rope_lint.diagnostics import Diagnostic, Fix, FixSafety, Position
 from rope_lint.engine import Settings, check_source
 from rope_lint.fix.names import ModuleNames
 from rope_lint.rules.analysis.rotary import TABLE_NEEDLES, is_table_name
 from rope_lint.rules.payloads import ClassRewrite
-from rope_lint.transformers import banner, generated, import_layout
+from rope_lint.transformers import generated, import_layout
 
 _ROOT_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 _CACHED_ORIGINS = 16  # the origins of one generated file: its modular source and a few parent models

@@ -84,7 +84,9 @@ class RopeBufferDowncast(Rule):
     a file written for TorchScript (`torch.jit.Final`, `@torch.jit.ignore`, `torch.jit.is_scripting()`): the rewrite
     reads tables through a Python function that `torch.jit.script` cannot compile. No fix either for a table the
     codemod does not know by name (one found by its computation, its use or a name such as `freqs`), nor for a
-    parameter: make it a float32 plain attribute by hand.
+    parameter: make it a float32 plain attribute by hand. None for a buffer registered on another module
+    (`self.rotary_emb.register_buffer(...)`), nor for a persistent one that a function registers on a module it
+    takes: no class would read the float32 copy that the codemod puts beside a persistent buffer.
 
     ## Known problems
     A trained `nn.Parameter` of frequencies (learned RoPE frequencies) cannot become a plain attribute: the
@@ -385,6 +387,16 @@ class RopeBufferDowncast(Rule):
             "    def forward(self, seq_len, offset=0):\n"
             "        return self.inv_freq * (seq_len + offset)\n"
         ),
+        Invalid(
+            # A function that gives a module its table: the buffer becomes a plain attribute of that module.
+            'module.register_buffer("inv_freq", inv_freq, persistent=False)\n',
+            fixed="module.inv_freq = inv_freq\n",
+            safety=FixSafety.UNSAFE,
+        ),
+        # No fix for a persistent buffer that a function registers on a module it takes: no class would read a float32
+        # copy beside it. Nor for a buffer registered on another module (a child): the codemod rewrites its class.
+        Invalid('module.register_buffer("inv_freq", inv_freq)\n'),
+        Invalid('self.rotary_emb.register_buffer("inv_freq", inv_freq, persistent=False)\n'),
         Valid('self.register_buffer("position_ids", torch.arange(n).expand((1, -1)), persistent=False)\n'),
         Valid("self.inv_freq = inv_freq\n"),
     )

@@ -169,6 +169,17 @@ class RopeDeviceMath(Rule):
             '        self.angles = torch.outer(torch.arange(n, device="cpu").float() / 2, self.inv_freq)\n',
             safety=FixSafety.UNSAFE,
         ),
+        Invalid(
+            # A base in another module calls the builder and keeps what it returns, where the base's own methods and
+            # kernels read it: the codemod leaves the class, which would hand that base a CPU table.
+            "import torch\n"
+            "from .rotary import RotaryEmbedding\n"
+            "class ScaledRotaryEmbedding(RotaryEmbedding):\n"
+            "    def _compute_cos_sin_cache(self):\n"
+            "        t = torch.arange(self.max_positions).float() / self.scale\n"
+            "        freqs = torch.outer(t, self._compute_inv_freq(self.base))\n"
+            "        return torch.cat((freqs.cos(), freqs.sin()), dim=-1)\n"
+        ),
         Valid(
             # The finished table goes where a buffer registered without a move would be, the default device (the
             # codemod's spelling, or torch's from 2.3 on): not math on a device.

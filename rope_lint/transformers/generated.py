@@ -20,11 +20,11 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from rope_lint import TYPE_CHECKING
+from rope_lint.banner import generated_text, is_modular_source, modular_source
 from rope_lint.engine import Settings, check_source
 from rope_lint.files import SOURCE_LIMIT, Excludes, discover, input_status, read_regular, resolved
 from rope_lint.prefilter.candidates import parse_outline
 from rope_lint.rules.analysis.context import physical_lines
-from rope_lint.transformers.banner import generated_text, is_modular_source, modular_source
 
 if TYPE_CHECKING:
     from rope_lint.files import FilePath

@@ -19,9 +19,10 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
+from rope_lint import banner
 from rope_lint.files import resolved
 from rope_lint.prefilter.candidates import first_line
-from rope_lint.transformers import banner, generated
+from rope_lint.transformers import generated
 
 
 def generated_files(modular: str) -> Iterator[str]:

@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
+from rope_lint import banner
 from rope_lint.diagnostics import REGENERATION_DIFFERS, Diagnostic, Position
 from rope_lint.engine import map_files
 from rope_lint.files import resolved
 from rope_lint.prefilter.candidates import first_line
 from rope_lint.rules.analysis.context import is_self_attribute, walk
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE
-from rope_lint.transformers import banner, generated
+from rope_lint.transformers import generated
 
 # A class's members: each method or class-level name, with its code and the file it comes from.
 Members = dict[str, tuple[ast.stmt, str]]

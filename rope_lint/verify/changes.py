@@ -27,11 +27,11 @@ from pathlib import Path
 
 import torch
 
+from rope_lint import banner
 from rope_lint.engine import map_files
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, NOT_CALLED, VERIFIED, Verification
 from rope_lint.probe.build import describe
 from rope_lint.probe.discover import quiet_model_code, rotary_classes_of
-from rope_lint.transformers import banner
 from rope_lint.verify.classes import check_class
 from rope_lint.verify.compare import TOLERANCE, Incomparable, Mismatch, relative_difference
 from rope_lint.verify.functions import check_function

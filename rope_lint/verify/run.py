@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from rope_lint import banner
 from rope_lint.fix.apply import FileFixOutcome, restored, with_held_fix_written, without_held_fix
 from rope_lint.output.fix_report import FAILED, NOT_BUILT, VERIFIED, Verification
-from rope_lint.transformers import banner
 from rope_lint.verify.changes import verify_changes
 from rope_lint.verify.models import (
     UNBUILDABLE,

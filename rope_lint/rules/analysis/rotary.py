@@ -20,7 +20,7 @@ import re
 from collections import namedtuple
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 
-from rope_lint import TYPE_CHECKING
+from rope_lint import TYPE_CHECKING, banner
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.rules.analysis import computation
 from rope_lint.rules.analysis.context import (
@@ -837,7 +837,19 @@ def _written_for_torchscript(ctx: FileContext) -> bool:
 
 
 def _movable_classes(ctx: FileContext) -> set[str]:
-    return movable_rotary_classes(rotary_classes(ctx))
+    classes = rotary_classes(ctx)
+    return movable_rotary_classes(classes, left=_building_for_bases_out_of_view(ctx, classes))
+
+
+def _building_for_bases_out_of_view(ctx: FileContext, classes: list[ast.ClassDef]) -> set[str]:
+    """The classes whose base in another module keeps what they build (`builds_for_a_base_out_of_view`), which the
+    codemod leaves. None in a transformers modular source or a file generated from one: there the codemod reads the
+    parent models' classes that regeneration merges in (`transformers.generated.inherited_classes`), which a check of
+    one file does not, and rewrites a class whose parents it finds."""
+    if banner.is_modular_source(ctx.path) or banner.has_banner(ctx.source):
+        return set()
+    in_view = top_level_classes(ctx.tree)
+    return {cls.name for cls in classes if builds_for_a_base_out_of_view(cls, in_view)}
 
 
 def moved_tables(ctx: FileContext, cls: ast.ClassDef | None) -> tuple[str, ...]:
@@ -1028,7 +1040,10 @@ def _table_stores_under(ctx: FileContext, scope: ast.AST) -> Iterator[TableStore
             name = _literal_name(node.args[0]) if node.args else None
             value = node.args[1] if len(node.args) > 1 else _keyword(node, "tensor")
             if name and value is not None and is_table_name(name):
-                yield TableStore(node, name, value, True, _persistent(node, position=2))
+                persistent = _persistent(node, position=2)
+                yield TableStore(
+                    node, name, value, True, persistent, rewritten=_rewrites_registration(node, persistent)
+                )
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
             if len(node.args) == 3 and (name := _literal_name(node.args[1])) and is_table_name(name):
                 yield _store(ctx, node, name, node.args[2])
@@ -1136,6 +1151,18 @@ def _parameter(ctx: FileContext, node: ast.AST, name: str, value: ast.expr) -> T
 
 
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+def _rewrites_registration(call: ast.Call, persistent: bool) -> bool:
+    """Whether the rope codemod rewrites a `<receiver>.register_buffer(name, value, ...)` of a table: one whose value is
+    positional, on a name (`self`, or the module that a function outside the class takes), and, for a persistent
+    buffer, on `self` by a literal name. It keeps such a buffer registered beside a float32 copy for its class to
+    read, and no class reads a copy that other code puts on it."""
+    assert isinstance(call.func, ast.Attribute)
+    receiver = call.func.value
+    if not isinstance(receiver, ast.Name) or len(call.args) < 2:
+        return False
+    return not persistent or (receiver.id == "self" and isinstance(call.args[0], ast.Constant))
 
 
 def _persistent(call: ast.Call, position: int | None) -> bool:
