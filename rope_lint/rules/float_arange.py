@@ -491,6 +491,10 @@ class FloatArange(Rule):
             "    def positions(self):\n"
             "        return torch.arange(self.size(0), dtype=self.dtype)\n"
         ),
+        Valid(
+            # A parameter shadows the import: `torch` here is whatever the caller passes, which may not be the module.
+            "import torch\ndef f(n, torch):\n    return torch.arange(0, n, 2, dtype=torch.bfloat16)\n"
+        ),
         Valid("import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.float64)\n"),
         Valid("import torch\ndef f(start, n):\n    return torch.arange(start, n, dtype=torch.double)\n"),
         Valid(

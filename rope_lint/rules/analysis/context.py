@@ -43,6 +43,8 @@ class FileContext:
         self.lines = [line.rstrip("\r\n") for line in physical_lines(source)]
         self.parents: dict[ast.AST, ast.AST] = {}
         self.imported_names: dict[str, str] = {}
+        # The parameters of the functions and lambdas indexed: a name among them may not be what an import binds.
+        self._parameter_names: set[str] = set()
         self._calls: list[ast.Call] = []
         # Calls by attribute name, whatever the receiver: the method spelling of a tensor op (`x.exp()`), which no
         # import resolves.
@@ -99,16 +101,33 @@ class FileContext:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 self.imported_names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, FunctionNode | ast.Lambda):
+            self._parameter_names.update(_parameters(node))
 
     # Names
     def qualified_name(self, node: ast.AST) -> str | None:
         """`t.arange` -> "torch.arange" when `import torch as t`; None for anything not rooted in an import."""
         if isinstance(node, ast.Name):
+            if node.id in self._parameter_names and self._read_as_parameter(node):
+                return None
             return self.imported_names.get(node.id)
         if isinstance(node, ast.Attribute):
             base = self.qualified_name(node.value)
             return f"{base}.{node.attr}" if base else None
         return None
+
+    def _read_as_parameter(self, name: ast.Name) -> bool:
+        """Whether `name` is read in the body of a function or lambda that has a parameter of its name (`def f(torch):
+        return torch.arange(n)`), which binds whatever the caller passes, as Python scopes it: the parameter shadows
+        any import. A default, an annotation or a decorator is read outside the function."""
+        child, parent = name, self.parents.get(name)
+        while parent is not None:
+            if isinstance(parent, FunctionNode | ast.Lambda) and name.id in _parameters(parent):
+                body = [parent.body] if isinstance(parent, ast.Lambda) else parent.body
+                if any(child is statement for statement in body):
+                    return True
+            child, parent = parent, self.parents.get(parent)
+        return False
 
     def module_alias(self, module: str) -> str | None:
         """The name a module is bound to in this file, for writing new references to it in a fix."""
@@ -209,6 +228,13 @@ class FileContext:
             fix=flagged.fix,
             rests_on_helpers=flagged.rests_on_helpers,
         )
+
+
+def _parameters(function: FunctionNode | ast.Lambda) -> Iterator[str]:
+    arguments = function.args
+    for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
+        if argument is not None:
+            yield argument.arg
 
 
 def physical_lines(text: str) -> list[str]:
