@@ -553,6 +553,25 @@ def test_a_subclass_of_a_rotary_base_in_another_module_is_left_as_it_is(
     assert built(torch.arange(4, device="meta")).device.type == "meta"
 
 
+@pytest.mark.parametrize(
+    ("name", "offered"),
+    [("rotary.py", False), ("modular_toy.py", True), ("modeling_toy.py", True)],
+)
+def test_a_base_out_of_view_leaves_the_fix_unoffered_except_where_regeneration_merges_it(
+    name: str, offered: bool
+) -> None:
+    """In a transformers modular source, or a file generated from one, the codemod reads the parent model's class that
+    regeneration merges in and rewrites the subclass with it (13 findings of 5.24.0's modular sources); the check,
+    which reads one file, offers the fix there as before."""
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    banner = "# This file was automatically generated from src/transformers/models/toy/modular_toy.py.\n"
+    source = (banner if name.startswith("modeling_") else "") + VARIANTS["returns_to_the_base"]
+    found = check_source(name, source, Settings(select_rules(["RPL203"], []), Path(".")))
+    assert found and all((d.fix is not None) == offered for d in found)
+
+
 def test_an_apply_override_reads_its_tables_where_they_are() -> None:
     """`_apply(self, fn)` takes a function: its table reads stay unmoved, and forward's move to the input's device."""
     from libcst import parse_module
