@@ -178,6 +178,7 @@ def _fix_arguments(fix: argparse.ArgumentParser) -> None:
     )
     fix.add_argument("--show-fixes", action="store_true", help="also list per file and code the findings fixed")
     _add_report_arguments(fix)
+    _add_quiet_argument(fix)
     fix.set_defaults(handler=_fix)
 
 
@@ -222,8 +223,13 @@ def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_quiet_argument(parser)
     parser.add_argument("-n", "--no-cache", action="store_true", help="neither read nor write .rope_lint_cache/")
+
+
+def _add_quiet_argument(parser: argparse.ArgumentParser) -> None:
+    # ruff's: "Print diagnostics, but nothing else".
+    parser.add_argument("-q", "--quiet", action="store_true", help="print the findings, no progress bar or summary")
 
 
 def _comma_separated(value: str) -> list[str]:
@@ -297,7 +303,8 @@ def _check(args: argparse.Namespace) -> int:
             cache=not args.no_cache,
             show_progress=not args.quiet,
         )
-        stream.write(renderer(output_format, colour=terminal and not os.environ.get("NO_COLOR"))(report))
+        colour = terminal and not os.environ.get("NO_COLOR")
+        stream.write(renderer(output_format, colour=colour, quiet=args.quiet)(report))
         if args.show_fixes:
             from rope_lint.output.statistics import would_fix
 
@@ -311,7 +318,8 @@ def _baseline(args: argparse.Namespace) -> int:
     report = api.write_baseline(
         args.paths, args.output, _options(args), cache=not args.no_cache, show_progress=not args.quiet
     )
-    sys.stderr.write(baseline_report.written(report))
+    if not args.quiet:
+        sys.stderr.write(baseline_report.written(report))
     sys.stdout.write(baseline_report.render(report))
     # Findings about the run itself are never baselined: say so through the exit code too.
     return EXIT_ERROR if report.errors else EXIT_CLEAN
@@ -323,7 +331,9 @@ def _fix(args: argparse.Namespace) -> int:
     with _report_stream(args) as stream:
         report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff, verify=args.verify)
         sys.stderr.write(fix_report.failures(report))
-        stream.write(fix_report.render(report, statistics=args.statistics, show_fixes=args.show_fixes))
+        stream.write(
+            fix_report.render(report, statistics=args.statistics, show_fixes=args.show_fixes, quiet=args.quiet)
+        )
     if not args.verify:
         return _unless_exit_zero(_exit_code(report.remaining), args)
     # With --verify the exit code is the proof's: 1 when a rewrite failed and was not written, never for the findings

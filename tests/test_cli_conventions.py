@@ -208,8 +208,8 @@ def test_every_convention_is_in_the_help(command: str, flags: list[str]) -> None
         ),
         (
             "fix",
-            ["-e", "-o", "{out}", "--diff", "-v"],
-            ["--exit-zero", "--output-file", "{out}", "--diff", "--verbose"],
+            ["-e", "-o", "{out}", "-q", "--diff", "-v"],
+            ["--exit-zero", "--output-file", "{out}", "--quiet", "--diff", "--verbose"],
         ),
     ],
 )
@@ -224,3 +224,30 @@ def test_short_flags_are_ruffs_and_do_what_the_long_ones_do(
         assert result.returncode == 0 and result.stdout == "", result
         reports.append(out.read_text())
     assert reports[0] == reports[1] and "RPL101" in reports[0]
+
+
+@pytest.mark.parametrize(
+    ("command", "closing"),
+    [
+        (["check", "--output-format", "text"], "Found "),
+        (["check", "--output-format", "full"], "Found "),
+        (["check", "--fix"], "Fixed "),
+        (["fix", "--diff"], "Would fix "),
+    ],
+)
+def test_quiet_prints_the_findings_and_nothing_else(project: Path, command: list[str], closing: str) -> None:
+    """ruff's `--quiet`: "Print diagnostics, but nothing else". It printed the closing line all the same."""
+    loud = rope_lint(*command, str(project))
+    quiet = rope_lint(*command, "--quiet", str(project))
+    assert loud.returncode == quiet.returncode == 1
+    assert loud.stdout.splitlines()[-1].startswith(closing)
+    assert quiet.stdout == loud.stdout[: loud.stdout.rindex(closing)]
+    assert "RPL101" in quiet.stdout and quiet.stderr == ""
+
+
+def test_quiet_prints_nothing_for_a_clean_file(tmp_path: Path) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("x = 1\n")
+    assert rope_lint("check", str(clean)).stdout == "All checks passed!\n"
+    result = rope_lint("check", "-q", str(clean))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")

@@ -28,6 +28,8 @@ FORMATS = ("full", "text", "concise", "json", "sarif", "github")
 WITH_EDITS: dict[str, int | None] = {"sarif": None, "full": 20}
 # The formats that colour what they print on a terminal that takes colour; the others never do.
 COLOURED = ("full",)
+# The formats that close with a line counting the findings, which `--quiet` leaves out.
+SUMMARISED = ("full", "text")
 
 
 class Report(namedtuple("Report", ("findings", "edits"), defaults=(None,))):
@@ -44,10 +46,12 @@ class Report(namedtuple("Report", ("findings", "edits"), defaults=(None,))):
         return [d for d in self.findings if d.code in ERROR_CODES]
 
 
-def renderer(output_format: str, colour: bool = False) -> Callable[[Report], str]:
+def renderer(output_format: str, colour: bool = False, quiet: bool = False) -> Callable[[Report], str]:
     """The `render` of a format of `FORMATS`, or of `statistics`; in ANSI colour with `colour`, for the formats
-    `COLOURED` names."""
+    `COLOURED` names; without the closing line of the formats `SUMMARISED` names with `quiet`."""
     render = importlib.import_module(f"rope_lint.output.{output_format}").render
+    if quiet and output_format in SUMMARISED:
+        render = partial(render, closing=False)
     if colour and output_format in COLOURED:
         from rope_lint.output.colour import ansi
 

@@ -67,9 +67,9 @@ class FixReport(
         return any(v.status == FAILED for v in self.verifications or ())
 
 
-def render(report: FixReport, statistics: bool = False, show_fixes: bool = False) -> str:
+def render(report: FixReport, statistics: bool = False, show_fixes: bool = False, quiet: bool = False) -> str:
     """The standard output of `fix`; `statistics` adds the counts of `--statistics`, `show_fixes` the findings fixed
-    per file of `--show-fixes`."""
+    per file of `--show-fixes`; `quiet` (`--quiet`) leaves out the closing line that counts them."""
     parts = [report.diff, lines(report.remaining)]
     if report.verifications is not None:
         parts += [v.render() for v in report.verifications]
@@ -80,7 +80,8 @@ def render(report: FixReport, statistics: bool = False, show_fixes: bool = False
     verb = "Fixed" if report.written else "Would fix"
     if show_fixes:
         parts.append(by_file(report.fixed, f"{verb} {counted(len(report.fixed), 'finding')}"))
-    parts.append(f"{verb} {counted(len(report.fixed), 'finding')}, {len(report.remaining)} remaining.\n")
+    if not quiet:
+        parts.append(f"{verb} {counted(len(report.fixed), 'finding')}, {len(report.remaining)} remaining.\n")
     return "".join(parts)
 
 

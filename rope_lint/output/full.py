@@ -38,7 +38,7 @@ class _Source(namedtuple("_Source", ("text", "lines", "starts"))):
     starts: list[int]
 
 
-def render(report: Report, paint: Paint = plain) -> str:
+def render(report: Report, paint: Paint = plain, closing: bool = True) -> str:
     edits = report.edits if report.edits is not None else [[] for _ in report.findings]
     parts = []
     path, source = None, None
@@ -46,7 +46,7 @@ def render(report: Report, paint: Paint = plain) -> str:
         if diagnostic.path != path:  # findings come by path: one file read at a time
             path, source = diagnostic.path, _source(diagnostic.path)
         parts.append(_finding(diagnostic, edit, source, paint))
-    return "".join(parts) + summary(report.findings) + "\n"
+    return "".join(parts) + (summary(report.findings) + "\n" if closing else "")
 
 
 def _source(path: str) -> _Source | None:

@@ -12,8 +12,9 @@ from rope_lint.output.colour import BOLD, CYAN, RED, Paint, plain
 FIX_COMMANDS = {FixSafety.SAFE: "rope-lint fix", FixSafety.UNSAFE: "rope-lint fix --unsafe-fixes"}
 
 
-def render(report: Report) -> str:
-    return lines(report.findings) + summary(report.findings) + "\n"
+def render(report: Report, closing: bool = True) -> str:
+    """The findings, and with `closing` the line that counts them (`--quiet` prints the findings alone, as ruff's)."""
+    return lines(report.findings) + (summary(report.findings) + "\n" if closing else "")
 
 
 def line(diagnostic: Diagnostic, paint: Paint = plain) -> str:
