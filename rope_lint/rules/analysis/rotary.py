@@ -720,7 +720,8 @@ def builds_for_a_base_out_of_view(cls: ast.ClassDef, classes: Mapping[str, ast.C
     a value that the class itself never asks for (`_compute_cos_sin_cache`, which the base's `__init__` calls and
     registers). The base would keep a CPU table, where its own methods, and the kernels they call, read it. The
     codemod asks this only of a class whose parents regeneration does not merge into it (a transformers modular
-    source's parent model is in view: `transformers.generated.inherited_classes`)."""
+    source's parent model is in view: `transformers.generated.inherited_classes`), and the check, which offers no fix
+    for such a class, only outside transformers' modular and generated files (`_building_for_bases_out_of_view`)."""
     if not _has_a_base_out_of_view(cls, classes):
         return False
     named = {node.attr for node in walk(cls) if is_self_attribute(node)}
