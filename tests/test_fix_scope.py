@@ -159,14 +159,47 @@ def blend(length, ramp):
 
 def test_a_fix_adds_no_module_level_import_of_a_module_the_file_imports_lazily(tmp_path: Path) -> None:
     """The int64 rewrite wrote `torch.int64` where `torch` is a parameter, through `import torch as _torch` added at
-    module level: the module then needed torch to import, which it is written not to. The finding stays, unfixed."""
+    module level: the module then needed torch to import, which it is written not to. The finding stays, unfixed, and
+    `check` offers no fix for it (it offered one, which `fix` never made: unsloth's tiled upscaler)."""
     path = tmp_path / "upscale.py"
     path.write_text(IMPORTS_TORCH_LAZILY)
     found = check_source(str(path), IMPORTS_TORCH_LAZILY, Settings(select_rules(["RPL102"], []), Path(".")))
-    assert [(d.code, d.fix is not None) for d in found] == [("RPL102", True)]
+    assert [(d.code, d.fix is not None) for d in found] == [("RPL102", False)]
     report = fix([str(path)])
     assert path.read_text() == IMPORTS_TORCH_LAZILY
     assert [d.code for d in report.remaining] == ["RPL102"] and report.fixed == []
+
+
+@pytest.mark.parametrize(
+    "handed_over",
+    [
+        "def feather(length, ramp, *, torch, device):\n    return torch.arange(0.0, ramp, 1.0, device=device) / ramp\n",
+        "feather = lambda length, ramp, torch, device: torch.arange(0.0, ramp, 1.0, device=device) / ramp\n",
+        "def feather(length, ramp, torch, device):\n"
+        "    def ramped():\n"
+        "        return torch.arange(0.0, ramp, 1.0, device=device) / ramp\n"
+        "\n"
+        "    return ramped()\n",
+    ],
+    ids=["keyword-only", "lambda", "closure"],
+)
+@pytest.mark.parametrize("imported_at_module_level", [False, True])
+def test_check_offers_a_fix_through_a_handed_over_module_only_where_fix_makes_it(
+    tmp_path: Path, handed_over: str, imported_at_module_level: bool
+) -> None:
+    """A finding marked fixable is one that `fix` removes: through a module that a caller hands over as a parameter,
+    only where the file imports the module at module level too (the fix writes a fresh alias of that import)."""
+    caller = (
+        "\n\ndef blend(length, ramp):\n    import torch\n\n    return feather(length, ramp, torch=torch, device=None)\n"
+    )
+    source = ("import torch\n\n\n" if imported_at_module_level else "") + handed_over + caller
+    path = tmp_path / "feather.py"
+    path.write_text(source)
+    [found] = check_source(str(path), source, Settings(select_rules(["RPL102"], []), Path(".")))
+    assert (found.fix is not None) == imported_at_module_level
+    report = fix([str(path)])
+    assert (len(report.fixed), len(report.remaining)) == ((1, 0) if imported_at_module_level else (0, 1))
+    assert (path.read_text() != source) == imported_at_module_level
 
 
 IMPORTS_MATH_LAZILY = """\

@@ -491,9 +491,14 @@ class FloatArange(Rule):
             "    def positions(self):\n"
             "        return torch.arange(self.size(0), dtype=self.dtype)\n"
         ),
-        Valid(
-            # A parameter shadows the import: `torch` here is whatever the caller passes, which may not be the module.
-            "import torch\ndef f(n, torch):\n    return torch.arange(0, n, 2, dtype=torch.bfloat16)\n"
+        Invalid(
+            # A module that a caller hands over, in a file that imports it only inside functions: the fix would have
+            # to import it at module level, which such a file is written not to do.
+            "def f(n, torch):\n"
+            "    return torch.arange(0, n, 2, dtype=torch.bfloat16)\n"
+            "def g(n):\n"
+            "    import torch\n"
+            "    return f(n, torch)\n"
         ),
         Valid("import torch\ndef f(x):\n    return torch.arange(len(x), dtype=torch.float64)\n"),
         Valid("import torch\ndef f(start, n):\n    return torch.arange(start, n, dtype=torch.double)\n"),

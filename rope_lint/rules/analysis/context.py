@@ -43,7 +43,7 @@ class FileContext:
         self.lines = [line.rstrip("\r\n") for line in physical_lines(source)]
         self.parents: dict[ast.AST, ast.AST] = {}
         self.imported_names: dict[str, str] = {}
-        # The parameters of the functions and lambdas indexed: a name among them may not be what an import binds.
+        # The parameters of the functions and lambdas indexed: a name among them may be a module a caller hands over.
         self._parameter_names: set[str] = set()
         self._calls: list[ast.Call] = []
         # Calls by attribute name, whatever the receiver: the method spelling of a tensor op (`x.exp()`), which no
@@ -108,8 +108,6 @@ class FileContext:
     def qualified_name(self, node: ast.AST) -> str | None:
         """`t.arange` -> "torch.arange" when `import torch as t`; None for anything not rooted in an import."""
         if isinstance(node, ast.Name):
-            if node.id in self._parameter_names and self._read_as_parameter(node):
-                return None
             return self.imported_names.get(node.id)
         if isinstance(node, ast.Attribute):
             base = self.qualified_name(node.value)
@@ -118,8 +116,8 @@ class FileContext:
 
     def _read_as_parameter(self, name: ast.Name) -> bool:
         """Whether `name` is read in the body of a function or lambda that has a parameter of its name (`def f(torch):
-        return torch.arange(n)`), which binds whatever the caller passes, as Python scopes it: the parameter shadows
-        any import. A default, an annotation or a decorator is read outside the function."""
+        return torch.arange(n)`): it binds the module that the caller hands over, as Python scopes it. A default, an
+        annotation or a decorator is read outside the function."""
         child, parent = name, self.parents.get(name)
         while parent is not None:
             if isinstance(parent, FunctionNode | ast.Lambda) and name.id in _parameters(parent):
@@ -216,8 +214,10 @@ class FileContext:
         return Position(line, len(text.encode("utf-8")[:byte_column].decode("utf-8", errors="ignore")))
 
     def diagnostic(self, flagged: Flagged) -> Diagnostic:
-        """The finding a rule reported (`Rule.report`), with its path and the range of its node or statements."""
+        """The finding a rule reported (`Rule.report`), with its path and the range of its node or statements; without
+        its fix where the fix could not write the module names it needs there (`_fix_can_name_modules`)."""
         rule, node, last = flagged.rule, flagged.node, flagged.last or flagged.node
+        fix = flagged.fix if flagged.fix is None or self._fix_can_name_modules(node) else None
         return Diagnostic(
             path=self.path,
             code=rule.code,
@@ -225,9 +225,42 @@ class FileContext:
             message=flagged.message,
             start=self.position(node.lineno, node.col_offset),
             end=self.position(last.end_lineno or last.lineno, last.end_col_offset or node.col_offset),
-            fix=flagged.fix,
+            fix=fix,
             rests_on_helpers=flagged.rests_on_helpers,
         )
+
+    def _fix_can_name_modules(self, node: ast.AST) -> bool:
+        """Whether a fix at `node` can write the modules it reads there (`torch.int64` beside `torch.arange`): not where
+        a module's name is a parameter there (`def feather(n, torch)`, a module that a caller hands over) and the file
+        imports that module only inside functions. The fix would have to import it at module level, which such a file
+        is written not to do (`fix.names.ImportedLazily`), and it writes no module name through a parameter."""
+        if not self._parameter_names & self.imported_names.keys():
+            return True
+        handed_over = {
+            self.imported_names[name.id].partition(".")[0]
+            for name in walk(node)
+            if isinstance(name, ast.Name)
+            and name.id in self._parameter_names
+            and self._read_as_parameter(name)
+            and name.id in self.imported_names
+        }
+        return not handed_over - self.derived(_imported_at_module_level)
+
+
+def _imported_at_module_level(ctx: FileContext) -> set[str]:
+    """The top-level packages that the file's module-level statements import (under `if` and `try` too)."""
+    found: set[str] = set()
+    pending = list(ctx.tree.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, ast.Import):
+            found.update(alias.name.partition(".")[0] for alias in statement.names)
+        elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+            found.add(statement.module.partition(".")[0])
+        elif isinstance(statement, ast.If | ast.Try):
+            pending += [*statement.body, *statement.orelse, *getattr(statement, "finalbody", [])]
+            pending += [part for handler in getattr(statement, "handlers", []) for part in handler.body]
+    return found
 
 
 def _parameters(function: FunctionNode | ast.Lambda) -> Iterator[str]:
