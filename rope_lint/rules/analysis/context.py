@@ -240,9 +240,9 @@ class FileContext:
             self.imported_names[name.id].partition(".")[0]
             for name in walk(node)
             if isinstance(name, ast.Name)
+            and name.id in self.imported_names
             and name.id in self._parameter_names
             and self._read_as_parameter(name)
-            and name.id in self.imported_names
         }
         return not handed_over - self.derived(_imported_at_module_level)
 
@@ -257,9 +257,11 @@ def _imported_at_module_level(ctx: FileContext) -> set[str]:
             found.update(alias.name.partition(".")[0] for alias in statement.names)
         elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
             found.add(statement.module.partition(".")[0])
-        elif isinstance(statement, ast.If | ast.Try):
-            pending += [*statement.body, *statement.orelse, *getattr(statement, "finalbody", [])]
-            pending += [part for handler in getattr(statement, "handlers", []) for part in handler.body]
+        elif isinstance(statement, ast.If):
+            pending += [*statement.body, *statement.orelse]
+        elif isinstance(statement, ast.Try):
+            pending += [*statement.body, *statement.orelse, *statement.finalbody]
+            pending += [part for handler in statement.handlers for part in handler.body]
     return found
 
 
