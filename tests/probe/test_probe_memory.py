@@ -1,14 +1,18 @@
 """What the probe keeps in memory: the source it reads to find classes is released module by module, a measurement
 works through the rows in blocks with the figures of one pass over the whole table, sinusoid values get a sin table
-that takes no memory, and the collector is left as it was found (issue 21: the probe's peak memory)."""
+that takes no memory, the collector is left as it was found, and a large block that the probe's process frees goes
+back to the system (issue 21: the probe's peak memory)."""
 
 from __future__ import annotations
 
 import gc
 import math
+import subprocess
+import sys
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from textwrap import dedent
 from typing import ClassVar
 
 import pytest
@@ -21,7 +25,7 @@ from rope_lint.probe.memory import allocations
 from rope_lint.probe.readings import ROTATED_PAIRS, TABLES, is_rotation, largest_magnitude, tables_from_output
 from rope_lint.probe.reference import textbook_tables
 from rope_lint.probe.report import Yardstick
-from rope_lint.probe.runner import probe
+from rope_lint.probe.runner import LARGE_BLOCK, probe
 
 
 def test_the_source_read_for_a_module_is_released_once_its_classes_are_found(
@@ -74,6 +78,39 @@ def test_the_probe_leaves_the_collector_unfrozen(in_repo: None) -> None:
     result = probe(["fixtures/probe/rotary_classes.py:LegacyRotaryEmbedding"], ["fp32"], 64, 4e-3)
     assert [entry.measured for entry in result.classes] == [True]
     assert gc.get_freeze_count() == 0
+
+
+# Frees a block of three LARGE_BLOCKs, which raises where glibc's own threshold for mapping a block on its own lies,
+# then takes one of two: how many of its bytes are mapped on their own (glibc's mallinfo2), after a probe or not.
+_MAPPED_AFTER_A_FREE = """
+import ctypes, sys, torch
+from rope_lint.probe.runner import LARGE_BLOCK, probe
+
+class MallocInfo(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+mallinfo2 = ctypes.CDLL(None).mallinfo2
+mallinfo2.restype = MallocInfo
+if sys.argv[1] == "probe":
+    probe(["fixtures/probe/rotary_classes.py:LegacyRotaryEmbedding"], ["fp32"], 64, 4e-3)
+freed = torch.empty(3 * LARGE_BLOCK, dtype=torch.uint8)
+del freed
+before = mallinfo2().hblkhd
+taken = torch.empty(2 * LARGE_BLOCK, dtype=torch.uint8)
+print(mallinfo2().hblkhd - before)
+"""
+
+
+@pytest.mark.parametrize("probed", [True, False])
+def test_a_large_block_is_mapped_on_its_own_in_a_probe_s_process(in_repo: None, probed: bool) -> None:
+    """A block that a class frees goes back to the system, rather than to a heap that the next classes' objects pin
+    (glibc's threshold would have followed the larger block freed before, and served this one from the heap)."""
+    argument = "probe" if probed else "none"
+    ran = subprocess.run([sys.executable, "-c", dedent(_MAPPED_AFTER_A_FREE), argument], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    mapped = int(ran.stdout.split()[-1])
+    assert (mapped >= 2 * LARGE_BLOCK) == probed
 
 
 def _storages_made(run: Callable[[], object]) -> list[int]:
