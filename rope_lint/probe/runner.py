@@ -200,7 +200,7 @@ def probe(
     curves: bool = False,
 ) -> ProbeReport:
     """Discover the targets' rotary classes and probe each (`curves`: see probe_class). Raises discover.TargetError
-    for a usage error."""
+    for a usage error. From then on, glibc maps each block of LARGE_BLOCK bytes or more on its own in this process."""
     triggers = [TRIGGERS[name] for name in trigger_names]
     discovery = Discovery()
     # The tables are small ([N, D]); on a few cores OpenMP's thread hand-offs cost 10-30x the work itself.
