@@ -55,11 +55,11 @@ CLASSES_PER_PROCESS = 16
 # glibc's malloc maps a block on its own only from a size that follows the largest mapped block freed so far (up to 32
 # MiB); a smaller block comes from the heap, and once freed it stays in the process under the objects allocated after
 # it. A class's float64 tables and its own tensors of 8 to 32 MiB ([4096, 256] to [4096, 1024]) then raised a forked
-# process's peak class after class. Fixed at 8 MiB, such blocks are mapped and given back when freed. transformers
-# 5.24.0 under three triggers, the largest process's peak, interleaved with the code before (4 runs each): 516 to 534
-# MiB against 562 to 591 with every module imported before the first fork (the largest processes a loaded machine
-# gives), 490 to 512 against 501 to 524 as the probe runs; 0.5 s more of 11. A threshold of 4 MiB took 1.5 s more and
-# peaked no lower; one of 16 MiB peaked higher.
+# process's footprint class after class. Fixed at 8 MiB, such blocks are mapped and given back when freed.
+# transformers 5.24.0 under three triggers, the largest process's peak, interleaved with the code before: 496 MiB
+# (479 to 512, 10 runs) against 516 (501 to 524), for 0.5 s more of 11; with every module imported before the first
+# fork (each process starting from the parent's largest), 516 to 534 MiB against 562 to 591 (4 runs each). A threshold
+# of 4 MiB took 1.5 s more and peaked no lower; one of 16 MiB peaked higher.
 LARGE_BLOCK = 8 * 2**20
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter, as glibc's malloc.h numbers it
 
