@@ -12,7 +12,6 @@ import sys
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from textwrap import dedent
 from typing import ClassVar
 
 import pytest
@@ -107,7 +106,7 @@ def test_a_large_block_is_mapped_on_its_own_in_a_probe_s_process(in_repo: None, 
     """A block that a class frees goes back to the system, rather than to a heap that the next classes' objects pin
     (glibc's threshold would have followed the larger block freed before, and served this one from the heap)."""
     argument = "probe" if probed else "none"
-    ran = subprocess.run([sys.executable, "-c", dedent(_MAPPED_AFTER_A_FREE), argument], capture_output=True, text=True)
+    ran = subprocess.run([sys.executable, "-c", _MAPPED_AFTER_A_FREE, argument], capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     mapped = int(ran.stdout.split()[-1])
     assert (mapped >= 2 * LARGE_BLOCK) == probed
