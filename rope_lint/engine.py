@@ -458,17 +458,26 @@ def _death_signal_setter() -> Callable[[], None]:
     """What a forked child calls first so that the kernel kills it when this process dies: a `fix` killed mid-run
     must stop rewriting files, not leave its workers at it for seconds. Linux's prctl(PR_SET_PDEATHSIG); elsewhere
     nothing, and `_unless_orphaned` stops the child between files."""
-    if not sys.platform.startswith("linux"):
-        return lambda: None
-    try:
-        import ctypes
-        import signal
+    import signal
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (ImportError, OSError, AttributeError):  # a Python built without ctypes, a libc without prctl
+    prctl = linux_libc_function("prctl")
+    if prctl is None:
         return lambda: None
     set_death_signal = 1  # PR_SET_PDEATHSIG in <linux/prctl.h>
     return lambda: prctl(set_death_signal, signal.SIGKILL)
+
+
+def linux_libc_function(name: str) -> Callable[..., int] | None:
+    """The C library's function `name` on Linux (prctl, glibc's mallopt), called with ints; None elsewhere, in a
+    Python built without ctypes, or where the C library has no such function."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (ImportError, OSError, AttributeError):
+        return None
 
 
 def _unless_orphaned(work: Callable[[Item], T], path: Item, parent: int) -> T:

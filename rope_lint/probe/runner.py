@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import gc
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 
-from rope_lint.engine import map_files
+from rope_lint.engine import linux_libc_function, map_files
 from rope_lint.probe.build import (
     CannotBuild,
     Recipe,
@@ -67,10 +65,9 @@ _M_MMAP_THRESHOLD = -3  # mallopt's parameter, as glibc's malloc.h numbers it
 def _large_blocks_mapped() -> None:
     """For the rest of this process and those it forks, each block of LARGE_BLOCK bytes or more that glibc's malloc
     gives is mapped on its own (see LARGE_BLOCK); nothing where the C library has no mallopt."""
-    if sys.platform.startswith("linux"):
-        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-        if mallopt is not None:
-            mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
+    mallopt = linux_libc_function("mallopt")
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
 
 
 def _release_memory() -> None:
