@@ -192,7 +192,7 @@ def test_the_findings_without_a_fix_are_those_counted_remaining(pairs) -> None:
         assert len(report.fixed) == len(findings) - len(unfixed)
 
 
-# proven_integral, the one answer the rules and the rope codemod share.
+# Bounds proven integral: where `enumerations.end_rounding` answers "", an int64 enumeration with no rounding.
 PROOFS = [
     # The examples: not proven.
     ("def f(dim):\n    return torch.arange(0, 1, 4 / dim, dtype=torch.float32)\n", False),
@@ -229,11 +229,11 @@ PROOFS = [
 
 
 @pytest.mark.parametrize(("code", "proven"), PROOFS)
-def test_proven_integral(code: str, proven: bool) -> None:
+def test_bounds_proven_integral(code: str, proven: bool) -> None:
     source = "import torch\n" + code
     ctx = FileContext("proof.py", source, ast.parse(source), ("arange",))
     [call] = ctx.calls("torch.arange")
-    assert enumerations.proven_integral(ctx, call) is proven
+    assert (enumerations.end_rounding(ctx, call) == "") is proven
 
 
 def test_construction_is_the_rotary_answer() -> None:

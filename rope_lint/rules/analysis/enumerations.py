@@ -1,7 +1,7 @@
 """What the RPL1xx rules share about `torch.arange` calls, on the `ast` (on the text: `screens`).
 
-Whether an enumeration's bounds are integral is decided here alone (`proven_integral`): the rules offer an int64
-rewrite only where it holds, and the rope codemod asks the same question before it rewrites an `arange`.
+Whether an int64 enumeration keeps the elements of a floating one is decided here alone (`end_rounding`): the rules
+offer an int64 rewrite only where it does, and the rope codemod leaves every enumeration's dtype to them.
 """
 
 from __future__ import annotations
@@ -117,27 +117,19 @@ def cast_after(ctx: FileContext, call: ast.Call) -> tuple[ast.Call, ast.expr | N
 # Is the enumeration integral?
 
 
-def proven_integral(ctx: FileContext, call: ast.Call) -> bool:
-    """Whether the start, the end and the step of `torch.arange(...)` are all integers, by the code alone.
-
-    Only then does an int64 enumeration hold the same elements: `torch.arange(-3, 3 + 0.1, 1)` has 7 in float32 and
-    6 in int64, and a step of `4 / dim` truncates to 0 ("step must be nonzero"). Integral are: integer literals and
-    float literals with an integral value; `len(...)`, `int(...)`, `round(...)`, `math.ceil/floor/trunc(...)`,
-    `.size(...)`, `.numel()` and `.shape[...]`; `//` of anything, and `+ - * %`, unary minus, `max`/`min` and
-    `abs` of integrals; a parameter annotated `int`; and a name whose every binding in its scope is one of these
-    (an assignment, an unpacking of `.shape` or `.size()`, a `for` over `range(...)`, an augmented assignment).
-    Anything else, an attribute such as `self.max_len` included, is not proven.
-    """
-    scope = _innermost_scope(ctx, call)
-    return scope is not None and all(_is_integral(ctx, bound, scope, 0, frozenset()) for bound in bounds(call))
-
-
 def end_rounding(ctx: FileContext, call: ast.Call) -> str | None:
-    """How an int64 enumeration keeps the elements of `torch.arange(...)`: "" where every bound is
-    `proven_integral`; "ceil" (or "floor", for a negative step) where all but the end are, and the step is a literal:
-    `torch.arange(s, math.ceil(e), k)` in int64 has the elements of `torch.arange(s, e, k)` for any real `e`, since
-    torch truncates a fractional end of an integer enumeration and ceil((ceil(e) - s) / k) = ceil((e - s) / k).
-    None where no int64 enumeration is proven to keep them.
+    """How an int64 enumeration keeps the elements of `torch.arange(...)`: "" where its start, end and step are all
+    proven integers by the code alone; "ceil" (or "floor", for a negative step) where all but the end are, and the
+    step is a literal: `torch.arange(s, math.ceil(e), k)` in int64 has the elements of `torch.arange(s, e, k)` for any
+    real `e`, since torch truncates a fractional end of an integer enumeration and ceil((ceil(e) - s) / k) =
+    ceil((e - s) / k). None where no int64 enumeration is proven to keep them: `torch.arange(-3, 3 + 0.1, 1)` has 7
+    elements in float32 and 6 in int64, and a step of `4 / dim` truncates to 0 ("step must be nonzero").
+
+    Integral are: integer literals and float literals with an integral value; `len(...)`, `int(...)`, `round(...)`,
+    `math.ceil/floor/trunc(...)`, `.size(...)`, `.numel()` and `.shape[...]`; `//` of anything, and `+ - * %`, unary
+    minus, `max`/`min` and `abs` of integrals; a parameter annotated `int`; and a name whose every binding in its
+    scope is one of these (an assignment, an unpacking of `.shape` or `.size()`, a `for` over `range(...)`, an
+    augmented assignment). Anything else, an attribute such as `self.max_len` included, is not proven.
     """
     scope = _innermost_scope(ctx, call)
     if scope is None:
