@@ -36,11 +36,13 @@ class LowPrecisionRopeCache(Rule):
     ```
 
     ## Fix safety
-    Unsafe, and made by the rope codemod on the whole class: the stored table's dtype changes to float32,
-    and `forward` casts at the end instead. No fix for a class whose methods return tables without taking a
-    tensor (a sequence length, a shape): there is no device to move the table to, nor for a table that the
-    codemod does not know by name; `fix` leaves a class whose tables other code of the package reads off the module
-    (see RPL202).
+    Unsafe, and made by the rope codemod on the whole class, as RPL202's fix is: the stored table's dtype changes to
+    float32, and `forward` casts at the end instead. A forward that returns its tables, or what it computes from
+    them, without a cast to a dtype returns float32 in a module cast to bf16, where it returned bf16; review its
+    callers. The fix is withheld where RPL202's Fix safety says: among others, a class whose methods return tables
+    without taking a tensor (a sequence length, a shape), which leaves no device to move the table to; a table that
+    the codemod does not know by name; a file written for TorchScript; and, in `fix`, a class whose tables other
+    code of the package reads off the module.
     """
 
     code = "RPL201"
