@@ -66,7 +66,10 @@ class RopeDeviceMath(Rule):
     shape) has no device to move them to, and the codemod leaves it as it is; so it does a class whose code after
     construction uses what its construction code returns, and one built in part by a base in another module (a
     method of the base computes part of the tables on the default device, or the base keeps what the class's
-    builders return); `fix` leaves one whose tables other code of the package reads off the module (see RPL202).
+    builders return); `fix` leaves one whose tables other code of the package reads off the module (see RPL202). No
+    fix in a file written for TorchScript, which could not script what the codemod writes. The rewrite is RPL202's
+    fix too, and hands on what its Fix safety says: a forward that returns its tables, or what it computes from them,
+    without a cast to a dtype returns float32 in a module cast to bf16, where it returned bf16.
 
     ## Known problems
     A table is judged dead from its class alone: a subclass, or another module, that reads
