@@ -1017,6 +1017,38 @@ def test_a_class_of_a_file_written_for_torchscript_is_left_scriptable(tmp_path: 
     assert torch.equal(torch.jit.script(rope)(x, positions), rope(x, positions))
 
 
+def class_rewrite_examples() -> list[tuple[str, str]]:
+    """(rule code, example) for every rule example that a codemod's rewrite of the class fixes."""
+    from rope_lint.rules import ALL_RULES
+    from rope_lint.rules.base import Invalid
+    from rope_lint.rules.payloads import ClassRewrite
+
+    return [
+        (rule.code, example.code)
+        for rule in ALL_RULES
+        if ClassRewrite in rule.fix_payloads
+        for example in rule.examples
+        if isinstance(example, Invalid) and example.fixed is not None
+    ]
+
+
+@pytest.mark.parametrize(("code", "example"), class_rewrite_examples())
+def test_no_rule_offers_the_class_rewrite_in_a_file_written_for_torchscript(code: str, example: str) -> None:
+    """Each rule whose fix rewrites a class withholds it in a file marked for TorchScript (`torch.jit.is_scripting()`
+    here), as its Fix safety says: RPL201, RPL202 and RPL203 offer the rope codemod's rewrite, RPL204 the autocast
+    codemod's."""
+    from rope_lint.engine import Settings, check_source
+    from rope_lint.rules import select_rules
+
+    settings = Settings(select_rules([code], []), Path("."))
+    found = check_source("model.py", example, settings)
+    assert found and all(d.fix is not None for d in found)
+    marked = example + "\n\ndef scripting() -> bool:\n    return torch.jit.is_scripting()\n"
+    withheld = check_source("model.py", marked, settings)
+    assert [(d.code, d.start) for d in withheld] == [(d.code, d.start) for d in found]
+    assert [d for d in withheld if d.fix is not None] == []
+
+
 # Construction that calls a module-level helper: a learned parameter made from its frequencies, a table computed from
 # them beside an enumeration, and a persistent buffer made from them and an enumeration in one statement.
 HELPER_IN_CONSTRUCTION = """\
