@@ -123,6 +123,20 @@ def test_near_misses_stay_silent(expression: str) -> None:
     assert check(f"import math\nimport numpy as np\n{IMPORTS}y = {expression}\n") == []
 
 
+# The misses that the rules' pages list under Known problems, found by the triage of libraries outside the corpus.
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "torch.log(torch.exp(x).mean(0))",  # RPL302: a log-mean-exp
+        "x.exp().mean(-1).log()",
+        "torch.log(F.gumbel_softmax(x, 0.5))",  # RPL303: another normalisation
+        "own.log1p(own.exp(x))",  # RPL304: a framework's own operators
+    ],
+)
+def test_known_misses(expression: str) -> None:
+    assert check(f"{IMPORTS}import tracer as own\ny = {expression}\n") == []
+
+
 @pytest.mark.parametrize(
     ("expression", "code"),
     [

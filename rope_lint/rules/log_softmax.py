@@ -51,6 +51,10 @@ class LogSoftmax(Rule):
     Safe: the same dtype (a `dtype=` argument is kept) and shape, and the same values where the original was
     finite. A softmax without a dim (the deprecated implicit dim of `F.softmax(x)`) is flagged without a fix:
     `torch.log_softmax` requires one, and guessing it could change the result.
+
+    ## Known problems
+    Only `softmax` itself is read: the log of another normalisation (`torch.log(F.gumbel_softmax(x, tau))`) is not
+    flagged, though it is `-inf` wherever a probability underflows; it has no log form to rewrite to.
     """
 
     code = "RPL303"

@@ -48,6 +48,10 @@ class LogSumExp(Rule):
     Safe: the same dtype and shape (`keepdim` is kept), and the same values where the original was finite.
     The fix applies only when the sum names its dim: `torch.logsumexp` has no all-elements form, so a sum over
     everything (`x.exp().sum().log()`) is flagged without a fix, as is a sum with a `dtype=`.
+
+    ## Known problems
+    A mean in place of the sum is not flagged: `log(mean(exp(x), d))`, a log-mean-exp, overflows alike, and is
+    `torch.logsumexp(x, d) - math.log(n)` with `n` the size of dim `d`.
     """
 
     code = "RPL302"

@@ -44,6 +44,10 @@ class Softplus(Rule):
     Safe: the same dtype and shape, and the same values where the original was finite (softplus returns `x`
     itself above 20, which differs from `log(1 + exp(x))` by less than `exp(-20)`). The fix writes the function
     through an existing import (`F.softplus`), and adds `import torch` only where the file has none.
+
+    ## Known problems
+    Only torch's `exp`, `log` and `log1p` are read, as the file's imports name them: a framework's own operators
+    (a tracer's `exp` and `log1p`, taken as arguments or imported from it) are not flagged, however they compute.
     """
 
     code = "RPL304"
