@@ -1017,17 +1017,18 @@ def test_a_class_of_a_file_written_for_torchscript_is_left_scriptable(tmp_path: 
     assert torch.equal(torch.jit.script(rope)(x, positions), rope(x, positions))
 
 
-def class_rewrite_examples() -> list[tuple[str, str]]:
-    """(rule code, example) for every rule example that a codemod's rewrite of the class fixes."""
+def class_rewrite_examples() -> list:
+    """(rule code, example) for every rule example that a codemod's rewrite of the class fixes, by rule code and the
+    example's index."""
     from rope_lint.rules import ALL_RULES
     from rope_lint.rules.base import Invalid
     from rope_lint.rules.payloads import ClassRewrite
 
     return [
-        (rule.code, example.code)
+        pytest.param(rule.code, example.code, id=f"{rule.code}-{index}")
         for rule in ALL_RULES
         if ClassRewrite in rule.fix_payloads
-        for example in rule.examples
+        for index, example in enumerate(rule.examples)
         if isinstance(example, Invalid) and example.fixed is not None
     ]
 
