@@ -202,6 +202,33 @@ def test_check_offers_a_fix_through_a_handed_over_module_only_where_fix_makes_it
     assert (path.read_text() != source) == imported_at_module_level
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        # torch imported by the module's own code, in a `with` block.
+        "import contextlib\n\nwith contextlib.suppress(ImportError):\n    import torch\n\n\n"
+        "def feather(length, ramp, torch, device):\n"
+        "    return torch.arange(0.0, ramp, 1.0, device=device) / ramp\n",
+        # math, of the standard library, imported inside a function only and handed over.
+        "import torch\n\n\n"
+        "def feather(length, ramp, math, device):\n"
+        "    return torch.arange(0.0, math.ceil(ramp), 1.0, device=device) / ramp\n\n\n"
+        "def blend(length, ramp):\n    import math\n\n    return feather(length, ramp, math, None)\n",
+    ],
+    ids=["with-block", "standard-library"],
+)
+def test_check_and_fix_agree_on_which_modules_a_fix_may_import(tmp_path: Path, source: str) -> None:
+    """Where a module is imported only lazily is one answer (`context.imported_only_lazily`), which the check and the
+    fix both ask: a module that the module's own code imports in any block, or one of the standard library, may be
+    imported at module level, so the check offers the fix and `fix` makes it."""
+    path = tmp_path / "feather.py"
+    path.write_text(source)
+    [found] = check_source(str(path), source, Settings(select_rules(["RPL102"], []), Path(".")))
+    assert found.fix is not None
+    report = fix([str(path)])
+    assert (len(report.fixed), len(report.remaining)) == (1, 0)
+
+
 IMPORTS_MATH_LAZILY = """\
 import torch
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import sys
 from collections import Counter
 from typing import NamedTuple
 
@@ -21,7 +20,12 @@ import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope, Scope
 
 from rope_lint.prefilter.candidates import first_line, parse_outline
-from rope_lint.rules.analysis.context import physical_lines, walk
+from rope_lint.rules.analysis.context import (
+    imported_only_lazily,
+    packages_imported_at_module_level,
+    physical_lines,
+    walk,
+)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -132,18 +136,18 @@ class ModuleNames:
         return fixed
 
     def _imported_lazily(self, module: str) -> bool:
-        """Whether the file imports `module` (or a module in it) only inside functions, never at module level. Not a
-        module of the standard library (`import math as _math` in a helper): it imports wherever Python runs, so that
-        its import inside functions is a matter of style, and one at module level costs nothing."""
-        if module in sys.stdlib_module_names:
-            return False
+        """Whether the file imports `module` (or a module in it) only inside functions (`imported_only_lazily`)."""
 
         def within(qualified: str | None) -> bool:
             return qualified is not None and (qualified == module or qualified.startswith(module + "."))
 
-        if not any(within(qualified) for qualified in self.meant.values()):
-            return False
-        return not any(within(qualified) for bindings in self.module_level.values() for qualified in bindings)
+        return any(within(qualified) for qualified in self.meant.values()) and imported_only_lazily(
+            module, self._at_module_level
+        )
+
+    @functools.cached_property
+    def _at_module_level(self) -> frozenset[str]:
+        return packages_imported_at_module_level(self._tree)
 
     def _reach(self, name: str, meant: str, scope: Scope | None) -> str | None:
         """How `name` reaches the module `meant` from `scope`: "local" through an import of an enclosing function,

@@ -10,8 +10,9 @@ import ast
 import bisect
 import contextlib
 import io
+import sys
 from collections import defaultdict, deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic, Position
@@ -232,8 +233,9 @@ class FileContext:
     def _fix_can_name_modules(self, node: ast.AST) -> bool:
         """Whether a fix at `node` can write the modules it reads there (`torch.int64` beside `torch.arange`): not where
         a module's name is a parameter there (`def feather(n, torch)`, a module that a caller hands over) and the file
-        imports that module only inside functions. The fix would have to import it at module level, which such a file
-        is written not to do (`fix.names.ImportedLazily`), and it writes no module name through a parameter."""
+        imports that module only inside functions (`imported_only_lazily`, which the fix asks too). The fix would have
+        to import it at module level, which such a file is written not to do (`fix.names.ImportedLazily`), and it writes
+        no module name through a parameter."""
         if not self._parameter_names & self.imported_names.keys():
             return True
         handed_over = {
@@ -244,25 +246,38 @@ class FileContext:
             and name.id in self._parameter_names
             and self._read_as_parameter(name)
         }
-        return not handed_over - self.derived(_imported_at_module_level)
+        at_module_level = self.derived(_packages_imported_at_module_level)
+        return not any(imported_only_lazily(package, at_module_level) for package in handed_over)
 
 
-def _imported_at_module_level(ctx: FileContext) -> set[str]:
-    """The top-level packages that the file's module-level statements import (under `if` and `try` too)."""
+def _packages_imported_at_module_level(ctx: FileContext) -> frozenset[str]:
+    return packages_imported_at_module_level(ctx.tree)
+
+
+def packages_imported_at_module_level(tree: ast.Module) -> frozenset[str]:
+    """The top-level packages that the module's own code imports, in any of its blocks (`if`, `try`, `with`), but not
+    in a function's or a class's body."""
     found: set[str] = set()
-    pending = list(ctx.tree.body)
+    pending = list(tree.body)
     while pending:
         statement = pending.pop()
         if isinstance(statement, ast.Import):
             found.update(alias.name.partition(".")[0] for alias in statement.names)
-        elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
-            found.add(statement.module.partition(".")[0])
-        elif isinstance(statement, ast.If):
-            pending += [*statement.body, *statement.orelse]
-        elif isinstance(statement, ast.Try):
-            pending += [*statement.body, *statement.orelse, *statement.finalbody]
-            pending += [part for handler in statement.handlers for part in handler.body]
-    return found
+        elif isinstance(statement, ast.ImportFrom):
+            if statement.module and not statement.level:
+                found.add(statement.module.partition(".")[0])
+        elif not isinstance(statement, FunctionNode | ast.ClassDef):
+            pending += child_statements(statement)
+    return frozenset(found)
+
+
+def imported_only_lazily(package: str, at_module_level: Collection[str]) -> bool:
+    """Whether a fix must not import `package`, a top-level package that the file imports, at module level: the
+    module's own code imports it nowhere (`at_module_level`, from `packages_imported_at_module_level`), so the file
+    imports it only inside functions, a module that must import without it. Never a package of the standard library
+    (`import math as _math` in a helper): it imports wherever Python runs, so that its import inside functions is a
+    matter of style, and one at module level costs nothing."""
+    return package not in sys.stdlib_module_names and package not in at_module_level
 
 
 def _parameters(function: FunctionNode | ast.Lambda) -> Iterator[str]:
