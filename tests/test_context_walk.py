@@ -22,6 +22,12 @@ def test_walk_gives_ast_walks_nodes_in_its_order(path: Path) -> None:
         assert walk(node) == list(ast.walk(node))
 
 
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda path: str(path.relative_to(REPO / "fixtures")))
+def test_child_nodes_gives_ast_iter_child_nodes_in_its_order(path: Path) -> None:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        assert context.child_nodes(node) == list(ast.iter_child_nodes(node))
+
+
 def test_a_node_is_walked_once_while_a_file_is_checked_and_forgotten_after() -> None:
     tree = ast.parse("class A:\n    def f(self):\n        return self.x + 1\n")
     method = tree.body[0].body[0]

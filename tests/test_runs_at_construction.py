@@ -24,6 +24,9 @@ REACHED_AT_CONSTRUCTION = {
     "a nested class's method": "class M(nn.Module):\n    class Inner:\n        def __call__(self, n):\n"
     "            return helper(n)\n\n    def __init__(self):\n        super().__init__()\n"
     "        self.table = self.Inner()(8)\n",
+    # Named in a method's decorator alone, which runs as the class is defined: the lines of its call graph start at
+    # the decorator, not at the `def`.
+    "a method's decorator": MODEL + "\n    @wrapped(helper)\n    def forward(self, x):\n        return x\n",
     "a call where a type test takes its type": "def kinds():\n    helper(8)\n    return (int,)\n\n\n"
     + MODEL
     + "        self.ok = isinstance(self, kinds())\n",

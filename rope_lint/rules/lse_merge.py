@@ -8,7 +8,7 @@ from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Fix, FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import logdomain
-from rope_lint.rules.analysis.context import FileContext, walk
+from rope_lint.rules.analysis.context import FileContext, child_nodes, walk
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 from rope_lint.rules.payloads import MergeInChain, MergeOfExps, MergeOfShift, MergeOfStatements
 
@@ -331,7 +331,7 @@ def _references(node: ast.AST) -> Iterator[ast.expr]:
                 yield from _references(node.slice)
             node = node.value
         return
-    for child in ast.iter_child_nodes(node):
+    for child in child_nodes(node):
         yield from _references(child)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from rope_lint.diagnostics import FixSafety
 from rope_lint.prefilter import PrefilterSpec, screens
 from rope_lint.rules.analysis import dtypes, logdomain, rotary
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, child_nodes, is_self_attribute, walk
 from rope_lint.rules.base import FixAvailability, Flagged, Invalid, Rule, Valid
 from rope_lint.rules.payloads import ClassRewrite
 
@@ -540,4 +540,4 @@ def _parents(ctx: FileContext, method: FunctionNode) -> dict[ast.AST, ast.AST]:
 
 
 def _parent_map(ctx: FileContext, method: FunctionNode) -> dict[ast.AST, ast.AST]:
-    return {child: node for node in walk(method) for child in ast.iter_child_nodes(node)}
+    return {child: node for node in walk(method) for child in child_nodes(node)}

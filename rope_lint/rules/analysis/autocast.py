@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 from enum import Enum
 
 from rope_lint import TYPE_CHECKING
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, child_nodes, is_self_attribute, walk
 from rope_lint.rules.analysis.dtypes import DTYPE_PRESERVING_METHODS, FLOAT32_DTYPES, FLOAT64_DTYPES, qualified_dtype
 from rope_lint.rules.analysis.rotary import TABLE_ON_DEVICE, cast_dtype, dtype_cast, own_nodes, promotes_to_float32
 
@@ -384,7 +384,7 @@ def _bound_names(target: ast.expr) -> Iterable[str]:
 
 
 def _child_expressions(node: ast.AST) -> Iterable[ast.expr]:
-    for child in ast.iter_child_nodes(node):
+    for child in child_nodes(node):
         if isinstance(child, ast.expr):
             yield child
         elif isinstance(child, ast.keyword):

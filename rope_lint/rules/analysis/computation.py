@@ -33,7 +33,7 @@ import ast
 from collections import namedtuple
 from collections.abc import Callable, Iterable
 
-from rope_lint.rules.analysis.context import FunctionNode, child_statements, is_self_attribute, walk
+from rope_lint.rules.analysis.context import FunctionNode, child_nodes, child_statements, is_self_attribute, walk
 
 ENUMERATION = "enumeration"
 ARGUMENT = "argument"
@@ -351,7 +351,7 @@ class _Flow:
         if isinstance(node, ast.Lambda):
             return Facts()
         facts = Facts()
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, ast.expr):
                 facts |= self.facts(child)
             elif isinstance(child, ast.comprehension):

@@ -65,12 +65,12 @@ class FileContext:
             self.parents[statement] = parent
             if not _spans_any(self._marked_lines, statement):
                 continue
-            for child in ast.iter_child_nodes(statement):
+            for child in child_nodes(statement):
                 self.parents[child] = statement
                 if isinstance(child, ast.stmt):
                     self._index_statements([child], statement)
                 elif isinstance(child, ast.excepthandler | ast.match_case):
-                    for part in ast.iter_child_nodes(child):
+                    for part in child_nodes(child):
                         self.parents[part] = child
                     self._index_statements(child.body, child)
                 elif _spans_any(self._marked_lines, child):  # a signature or a condition: only where marked
@@ -82,7 +82,7 @@ class FileContext:
         while pending:
             node = pending.popleft()
             self._record(node)
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 self.parents[child] = node
                 pending.append(child)
 
@@ -182,7 +182,7 @@ class FileContext:
         while pending:
             node = pending.popleft()
             yield node
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 if isinstance(child, ast.stmt) and not _spans_any(lines, child):
                     continue
                 pending.append(child)
@@ -299,8 +299,13 @@ def _spans_any(lines: list[int], node: ast.AST) -> bool:
     start = getattr(node, "lineno", None)
     if start is None:  # `arguments`, operators: their parts say
         return True
-    first = bisect.bisect_left(lines, start)
-    return first < len(lines) and lines[first] <= (node.end_lineno or start)
+    return any_line_within(lines, start, node.end_lineno or start)
+
+
+def any_line_within(lines: list[int], first: int, last: int) -> bool:
+    """Whether any of the sorted `lines` lies from line `first` to line `last`."""
+    index = bisect.bisect_left(lines, first)
+    return index < len(lines) and lines[index] <= last
 
 
 # Each walked node's nodes, by the node's id (with the node, which keeps the id its own), while one file is checked
@@ -329,15 +334,25 @@ def walk(node: ast.AST) -> list[ast.AST]:
         return remembered[1]
     nodes = [node]
     for current in nodes:  # the list grows as it is read: a queue that keeps what it served
-        for field in current._fields:
-            value = getattr(current, field, None)
-            if isinstance(value, ast.AST):
-                nodes.append(value)
-            elif isinstance(value, list):
-                nodes.extend(item for item in value if isinstance(item, ast.AST))
+        nodes += child_nodes(current)
     if _remembered_walks is not None:
         _remembered_walks[id(node)] = node, nodes
     return nodes
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes(node)` as a list, in its order (by field): the rules walk trees node by node, and its two
+    nested generators took a fifth of RPL201's time on the transformers 5.24.0 package (cProfile)."""
+    children = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, ast.AST):
+            children.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, ast.AST):
+                    children.append(item)
+    return children
 
 
 def child_statements(statement: ast.stmt) -> list[ast.stmt]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from rope_lint.rules.analysis.context import FileContext, FunctionNode, is_self_attribute, walk
+from rope_lint.rules.analysis.context import FileContext, FunctionNode, child_nodes, is_self_attribute, walk
 
 FLOATING_DTYPES = frozenset(
     f"torch.{name}" for name in ("float", "float32", "float16", "half", "bfloat16", "float64", "double")
@@ -398,7 +398,7 @@ def assigned_values(function: FunctionNode, name: str, before_line: int) -> list
             ):
                 values.append(node.value)
         # Assignments are statements: the expressions in between need no visit.
-        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCK_PARTS))
+        stack.extend(child for child in child_nodes(node) if isinstance(child, _BLOCK_PARTS))
     return values
 
 

@@ -26,6 +26,7 @@ from rope_lint.rules.analysis import computation
 from rope_lint.rules.analysis.context import (
     FileContext,
     FunctionNode,
+    child_nodes,
     is_self_attribute,
     walk,
     written_for_torchscript,
@@ -452,10 +453,10 @@ def _tensor_reads(body: list[ast.stmt]) -> set[str]:
                 pending.append((value, guarded | _names_in(node.values[:index])))
         elif isinstance(node, ast.If | ast.While | ast.IfExp):
             condition = _names_in([node.test])
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 pending.append((child, guarded if child is node.test else guarded | condition))
         else:
-            pending.extend((child, guarded) for child in ast.iter_child_nodes(node))
+            pending.extend((child, guarded) for child in child_nodes(node))
     return names
 
 
@@ -813,7 +814,7 @@ def own_nodes(method: FunctionNode) -> Iterator[ast.AST]:
         node = pending.pop()
         yield node
         if not isinstance(node, FunctionNode | ast.Lambda | ast.ClassDef):
-            pending.extend(ast.iter_child_nodes(node))
+            pending.extend(child_nodes(node))
 
 
 def _rewritable(ctx: FileContext, cls: ast.ClassDef | None) -> bool:
