@@ -226,3 +226,26 @@ def test_a_table_read_into_a_name_that_sounds_integral_stays_a_table() -> None:
         """
     )
     assert [store.name for store in rotary.table_stores(ctx)] == ["sin_pos", "cos_pos"]
+
+
+def test_a_table_computed_from_what_a_later_method_stores_is_a_table() -> None:
+    # `rebuild` comes first in the class and reads the angles that `__init__` keeps below it: the class's methods are
+    # read a second time, where a read found less than the class holds in the end.
+    ctx = context(
+        """
+        import torch
+
+        class WaveRotaryEmbedding(torch.nn.Module):
+            def rebuild(self, dtype):
+                self.register_buffer("waves", self.phases.cos().to(dtype), persistent=False)
+
+            def __init__(self, dim, length):
+                super().__init__()
+                steps = 1.0 / 10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)
+                self.phases = torch.outer(torch.arange(length, dtype=torch.int64).float(), steps)
+
+            def forward(self, x):
+                return x * self.waves[: x.shape[-2]].to(x.dtype)
+        """
+    )
+    assert [store.name for store in rotary.table_stores(ctx)] == ["waves"]

@@ -173,6 +173,8 @@ class RotaryComputation:
         # multiplied with positions as frequencies.
         self.stored: dict[int, Facts] = {}
         self.frequencies: set[str] = set()
+        # Each read of a held value in the pass over the class's methods, with what it found.
+        self.held_reads: list[tuple[str, Facts]] = []
 
     def computes_tables(self, cls: ast.ClassDef, scope: object = None) -> bool:
         """Whether a method of `cls` returns or keeps on the module the cos/sin or complex exponential of a product
@@ -188,12 +190,15 @@ class RotaryComputation:
     def _run(self, cls: ast.ClassDef, scope: object) -> tuple[bool, dict[str, Facts]]:
         methods = {node.name: node for node in cls.body if isinstance(node, FunctionNode)}
         held: dict[str, Facts] = {}
-        # Twice, so that a table stored by a method is known to the methods read before it.
+        # Twice, so that a table stored by a method is known to the methods read before it; once where every read
+        # found what the class holds in the end: the facts only grow, so a second pass would find the same.
         for _ in range(2):
-            found = False
+            found, self.held_reads = False, []
             for method in methods.values():
                 flow = _Flow(self, scope, held, methods, self._depth, first_is_activation=method.name == "forward")
                 found |= flow.run(method)[0]
+            if all(_held_value(held, name) == value for name, value in self.held_reads):
+                break
         return found, held
 
     def function_facts(self, function: FunctionNode, scope: object, depth: int) -> tuple[bool, Facts]:
@@ -206,6 +211,11 @@ class RotaryComputation:
 
     def resolve(self, callee: ast.expr, scope: object) -> Resolved:
         return self._resolve(callee, scope)
+
+
+def _held_value(held: dict[str, Facts], name: str) -> Facts:
+    """The facts of what a read of `self.<name>` finds: what the class keeps there, or under a computed name."""
+    return held.get(name, held.get(_ANY_ATTRIBUTE, Facts()))
 
 
 class ClassStores(namedtuple("ClassStores", ("held", "stored", "frequencies", "computes"))):
@@ -332,7 +342,8 @@ class _Flow:
         if isinstance(node, ast.Attribute) and node.attr in _SHAPE_READS:
             return Facts()
         if is_self_attribute(node):
-            held = self.held.get(node.attr, self.held.get(_ANY_ATTRIBUTE, Facts()))
+            held = _held_value(self.held, node.attr)
+            self.computation.held_reads.append((node.attr, held))
             return Facts({HELD, held_fact(node.attr)}) | held
         if isinstance(node, ast.Call):
             return self._call(node)
