@@ -296,13 +296,15 @@ def _body_start(source: bytes, header: int, end: int) -> int | None:
     ends the header (the first outside brackets, strings and comments). None where code follows that colon on its
     line, or where the header cannot be read."""
     depth, offset = 0, header
-    while offset < end:
-        character = source[offset]
+    # From mark to mark: a header is mostly names and spaces, and a long signature spans many lines.
+    while (mark := _HEADER_MARK.search(source, offset, end)) is not None:
+        offset = mark.start()
+        character = source[offset : offset + 1]
         if character in b"([{":
             depth += 1
         elif character in b")]}":
             depth -= 1
-        elif character == ord("#"):
+        elif character == b"#":
             offset = source.find(b"\n", offset, end)
             if offset == -1:
                 return None
@@ -312,12 +314,16 @@ def _body_start(source: bytes, header: int, end: int) -> int | None:
             if offset is None:
                 return None
             continue
-        elif character == ord(":") and depth == 0:
+        elif depth == 0:  # a colon
             line_end = source.find(b"\n", offset, end)
             rest = source[offset + 1 : line_end].strip()
             return line_end + 1 if line_end != -1 and (not rest or rest.startswith(b"#")) else None
         offset += 1
     return None
+
+
+# What a definition's header turns on: brackets, a comment, a string, the colon.
+_HEADER_MARK = re.compile(rb"[()\[\]{}#\"':]")
 
 
 def _string_end(source: bytes, opening: int, end: int) -> int | None:
@@ -326,15 +332,20 @@ def _string_end(source: bytes, opening: int, end: int) -> int | None:
     if quote in (b'"""', b"'''"):
         closing = source.find(quote, opening + 3, end)
         return None if closing == -1 else closing + 3
+    stop = _STRING_STOP[source[opening : opening + 1]]
     offset = opening + 1
-    while offset < end:
-        character = source[offset]
-        if character == source[opening]:
-            return offset + 1
-        if character == ord("\n"):
+    while (found := stop.search(source, offset, end)) is not None:
+        character = found.group()
+        if character == b"\n":
             return None
-        offset += 2 if character == ord("\\") else 1
+        if character != b"\\":
+            return found.end()
+        offset = found.end() + 1  # an escaped character, whatever it is
     return None
+
+
+# Where a one-line string literal may end, by its quote: the quote, a line's end, or a backslash that escapes the next.
+_STRING_STOP = {quote: re.compile(rb"[\\\n" + quote + rb"]") for quote in (b'"', b"'")}
 
 
 def _code_at_column_zero(source: bytes, strings: list[int], begin: int, end: int) -> bool:
