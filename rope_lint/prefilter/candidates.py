@@ -20,6 +20,7 @@ import codecs
 import functools
 import re
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 
 @functools.cache
@@ -74,6 +75,7 @@ class Occurrences:
         self._met: dict[Callable[[Occurrences], bool], bool] = {}
         self._lines: dict[tuple[str, ...], list[int]] = {}
         self._marked: dict[tuple[str, ...], list[int]] = {}
+        self._layout: list[_Layout | None] = []  # once read (`layout`)
 
     @classmethod
     def of_text(
@@ -133,6 +135,13 @@ class Occurrences:
                 self._triggered[needle] = positions if keep is None else keep(self, positions)
             found.extend(self._triggered[needle])
         return sorted(found)
+
+    def layout(self) -> _Layout | None:
+        """The file's top-level statements (`_Layout`), read once however many parses split it; None where the split
+        is in doubt."""
+        if not self._layout:
+            self._layout.append(_module_layout(self.data, _triple_quoted_spans(self)))
+        return self._layout[0]
 
     def marked(self, needles: tuple[str, ...]) -> list[int]:
         """The triggered places, and where an import statement's `import` is (`_is_import`): the places whose
@@ -266,20 +275,17 @@ def _hollowed(source: bytes) -> tuple[bytes, set[int], dict[int, int]] | None:
     its body at the first column, or whose last line is in doubt: the parse then tells where it ends, and shows a
     statement of the module that the split missed (after a comment ending in a backslash). A split inside a bracket
     (continued at the first column) leaves the bracket's closing in a statement of its own, which does not parse."""
-    strings = _triple_quoted_spans(Occurrences(source))
-    if strings is None:
+    layout = Occurrences(source).layout()
+    if layout is None:
         return None
-    statements = _regions(source, strings, 0, len(source), b"")
-    if not statements or not _only_comments(source[: statements[0][0]]):
-        return None
+    strings, statements, headers, definitions = layout
     pieces: list[bytes] = [b"\n" * source.count(b"\n", 0, statements[0][0])]
     firsts: set[int] = set()
     passes: dict[int, int] = {}
     line = 1 + len(pieces[0])
-    for start, end in statements:
+    for (start, end), header, definition in zip(statements, headers, definitions, strict=True):
         firsts.add(line)
-        header = _after_decorators(source, start, end)
-        body = _body_start(source, header, end) if _DEFINITION_START.match(source, header) else None
+        body = _body_start(source, header, end) if definition else None
         last = _last_code_line(source, strings, body, end) if body is not None else None
         if body is None or last is None or _code_at_column_zero(source, strings, body, end):
             pieces.append(source[start:end])
@@ -396,17 +402,13 @@ def _reduced(
     """The source with the statements that hold no needle blanked, and where each kept one begins; None when
     the split is in doubt or would keep everything."""
     source = occurrences.data
-    strings = _triple_quoted_spans(occurrences)
-    if strings is None:
+    layout = occurrences.layout()
+    if layout is None:
         return None
-    statements = _regions(source, strings, 0, len(source), b"")
-    if not statements or not _only_comments(source[: statements[0][0]]):
-        return None
+    strings, statements, headers, definitions = layout
     marks = occurrences.marked(needles)
     kept: list[tuple[int, int]] = []
     members: dict[int, list[tuple[int, int]]] = {}  # by the index in `kept` of their class
-    headers = [_after_decorators(source, start, end) for start, end in statements]
-    definitions = [bool(_DEFINITION_START.match(source, header)) for header in headers]
     # A rule may read the statements before a trigger in its block: where the module's own code (not its functions
     # and classes) holds a trigger, all of that code is kept.
     triggers = occurrences.triggered(needles)
@@ -447,6 +449,28 @@ def _reduced(
         else:
             expected[first_lines[owner]].add(line)
     return text, expected
+
+
+class _Layout(NamedTuple):
+    """A file's top-level statements, as both splits (`_reduced`, `_hollowed`) read them."""
+
+    strings: list[int]  # `_triple_quoted_spans`
+    statements: list[tuple[int, int]]  # offset ranges (`_regions`)
+    headers: list[int]  # where each statement's own line is, after its decorators
+    definitions: list[bool]  # whether each is a `def` or `class`
+
+
+def _module_layout(source: bytes, strings: list[int] | None) -> _Layout | None:
+    """The `_Layout` of a file's bytes, whose triple-quoted strings are `strings`; None where those are in doubt, or
+    where something other than comments comes before the first statement."""
+    if strings is None:
+        return None
+    statements = _regions(source, strings, 0, len(source), b"")
+    if not statements or not _only_comments(source[: statements[0][0]]):
+        return None
+    headers = [_after_decorators(source, start, end) for start, end in statements]
+    definitions = [bool(_DEFINITION_START.match(source, header)) for header in headers]
+    return _Layout(strings, statements, headers, definitions)
 
 
 def _kept_members(

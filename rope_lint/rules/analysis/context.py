@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import bisect
 import contextlib
+import functools
 import io
 import sys
 from collections import defaultdict, deque
@@ -163,8 +164,13 @@ class FileContext:
         """The file's statements that mention any of `needles`, parsed alone (`candidates.parse`), and the
         occurrences they were found by: every occurrence, whatever the rules' screens keep. Raises what parsing
         raises."""
-        occurrences = candidates.Occurrences(self.occurrences.data, self.occurrences.encoding)
-        return candidates.parse(self.source, occurrences, needles, None, self.path), occurrences
+        return candidates.parse(self.source, self._every_occurrence, needles, None, self.path), self._every_occurrence
+
+    @functools.cached_property
+    def _every_occurrence(self) -> candidates.Occurrences:
+        """The occurrences of needles in the file's bytes, unscreened: one for all the parses around names, which
+        share the search of each needle and the split into statements."""
+        return candidates.Occurrences(self.occurrences.data, self.occurrences.encoding)
 
     def derived(self, compute: Callable[..., T], *arguments: Hashable) -> T:
         """`compute(self, *arguments)`, computed once per file: what several rules, or several questions, derive
