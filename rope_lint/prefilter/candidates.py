@@ -19,8 +19,8 @@ import bisect
 import codecs
 import functools
 import re
+from collections import namedtuple
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 
 
 @functools.cache
@@ -451,9 +451,10 @@ def _reduced(
     return text, expected
 
 
-class _Layout(NamedTuple):
+class _Layout(namedtuple("_Layout", ("strings", "statements", "headers", "definitions"))):
     """A file's top-level statements, as both splits (`_reduced`, `_hollowed`) read them."""
 
+    __slots__ = ()
     strings: list[int]  # `_triple_quoted_spans`
     statements: list[tuple[int, int]]  # offset ranges (`_regions`)
     headers: list[int]  # where each statement's own line is, after its decorators
