@@ -747,3 +747,19 @@ def test_an_outline_parse_reads_crlf_and_leaves_a_broken_body_unread_but_not_a_b
 def test_an_outline_parse_ends_each_definition_where_a_whole_parse_does(ending: str) -> None:
     source = f"import torch\n\n\ndef f():\n{ending}\n\nclass C:\n    pass\n"
     assert top_level(candidates.parse_outline(source)) == top_level(ast.parse(source))
+
+
+def test_a_files_split_into_statements_is_read_once_for_all_the_parses_of_its_check(monkeypatch) -> None:
+    # RPL101 parses the statements around `helper` to see where it is called, beside the rules' own parse.
+    split: list[bytes] = []
+    real = candidates._module_layout
+    monkeypatch.setattr(
+        candidates, "_module_layout", lambda source, strings: split.append(source) or real(source, strings)
+    )
+    source = (
+        "import torch\n\n\ndef helper(n):\n    return torch.arange(n, dtype=torch.float32)\n\n\n"
+        "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.t = helper(8)\n"
+    )
+    found = check_source("m.py", source, Settings(select_rules(["RPL101"], []), Path(".")))
+    assert [d.code for d in found] == ["RPL101"]
+    assert len(split) == 1

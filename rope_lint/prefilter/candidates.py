@@ -143,6 +143,13 @@ class Occurrences:
             self._layout.append(_module_layout(self.data, _triple_quoted_spans(self)))
         return self._layout[0]
 
+    def unscreened(self) -> Occurrences:
+        """These bytes' occurrences with no screen: every occurrence of a needle. They share the split into statements
+        (`layout`), which no screen changes."""
+        every = Occurrences(self.data, self.encoding)
+        every._layout = self._layout
+        return every
+
     def marked(self, needles: tuple[str, ...]) -> list[int]:
         """The triggered places, and where an import statement's `import` is (`_is_import`): the places whose
         statements a rule must see. An `import` in a docstring's example (`>>> from x import y`) is none."""

@@ -169,8 +169,8 @@ class FileContext:
     @functools.cached_property
     def _every_occurrence(self) -> candidates.Occurrences:
         """The occurrences of needles in the file's bytes, unscreened: one for all the parses around names, which
-        share the search of each needle and the split into statements."""
-        return candidates.Occurrences(self.occurrences.data, self.occurrences.encoding)
+        share the search of each needle and, with the rules' parse, the split into statements."""
+        return self.occurrences.unscreened()
 
     def derived(self, compute: Callable[..., T], *arguments: Hashable) -> T:
         """`compute(self, *arguments)`, computed once per file: what several rules, or several questions, derive
