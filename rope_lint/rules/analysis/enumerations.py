@@ -684,8 +684,8 @@ class _CallGraph(namedtuple("_CallGraph", ("by_line", "functions", "classes", "s
 
 
 _CONTAINERS = (ast.Dict, ast.List, ast.Tuple, ast.Set)
-# Nodes that hold nothing a call graph records, 43 % of the nodes of transformers' modeling files: every name's
-# `Load` or `Store`, every operator and every constant.
+# Nodes that hold nothing a call graph records, nearly half the nodes of model code: every name's `Load` or `Store`,
+# every operator and every constant.
 _LEAVES = (ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 _STORING_METHODS = frozenset({"append", "insert", "add"})
 
