@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from rope_lint.engine import Settings, check_source
+from rope_lint.rules import select_rules
 from rope_lint.rules.analysis import rotary
 from rope_lint.rules.analysis.context import FileContext
 
@@ -249,3 +252,45 @@ def test_a_table_computed_from_what_a_later_method_stores_is_a_table() -> None:
         """
     )
     assert [store.name for store in rotary.table_stores(ctx)] == ["waves"]
+
+
+KNOWN_MISSES_OF_THE_CAST_RULE = """
+    import torch
+
+    class CastBeforeTheStore(torch.nn.Module):
+        def __init__(self, dim, n, dtype):
+            super().__init__()
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+            emb = torch.outer(torch.arange(n, dtype=torch.int64).float(), inv_freq)
+            cos = emb.cos().to(dtype)  # cast under another name
+            self.register_buffer("cos_cached", cos, persistent=False)
+            self.register_buffer("sin_cached", emb.to(dtype).sin(), persistent=False)  # the angles cast
+
+        def forward(self, x, n):
+            return self.cos_cached[:n].to(x.dtype), self.sin_cached[:n].to(x.dtype)
+
+    class ComplexTable(torch.nn.Module):
+        def __init__(self, dim, n):
+            super().__init__()
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+            angles = torch.outer(torch.arange(n, dtype=torch.int64).float(), inv_freq)
+            self.freqs_cis = torch.polar(torch.ones_like(angles), angles).to(torch.complex32)
+
+        def forward(self, x, n):
+            return self.freqs_cis[:n]
+    """
+
+
+def test_the_casts_that_rpl201_lists_under_known_problems_are_missed_and_the_buffers_still_flagged() -> None:
+    source = textwrap.dedent(KNOWN_MISSES_OF_THE_CAST_RULE)
+    found = check_source("module.py", source, Settings(select_rules(["RPL201", "RPL202"], []), Path(".")))
+    assert [(d.code, d.start.line) for d in found] == [("RPL202", 10), ("RPL202", 11)]
+    # The same stores cast on the way in are flagged.
+    direct = source.replace("emb.to(dtype).sin()", "emb.sin().to(dtype)").replace(", cos,", ", cos.to(dtype),")
+    found = check_source("module.py", direct, Settings(select_rules(["RPL201"], []), Path(".")))
+    assert [d.start.line for d in found] == [10, 11]
+    # A complex table is no table to the rules.
+    assert [store.name for store in rotary.table_stores(context(KNOWN_MISSES_OF_THE_CAST_RULE))] == [
+        "cos_cached",
+        "sin_cached",
+    ]

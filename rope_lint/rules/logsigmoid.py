@@ -41,6 +41,11 @@ class LogSigmoid(Rule):
 
     ## Fix safety
     Safe: the same dtype and shape, and the same values where the original was finite. The negation is exact.
+
+    ## Known problems
+    A sigmoid bound to a name first (`p = torch.sigmoid(x)`, then `torch.log(p)`) is not followed, and
+    `log1p(-sigmoid(x))` is not flagged. A guarded log, `log(sigmoid(x) + eps)` or `log(sigmoid(x).clamp(min=eps))`,
+    is left alone: it is finite, though it clips the loss at `log(eps)` where `logsigmoid` stays exact.
     """
 
     code = "RPL305"

@@ -43,6 +43,13 @@ class LowPrecisionRopeCache(Rule):
     without taking a tensor (a sequence length, a shape), which leaves no device to move the table to; a table that
     the codemod does not know by name; a file written for TorchScript; and, in `fix`, a class whose tables other
     code of the package reads off the module.
+
+    ## Known problems
+    Only a cast of the stored value itself is read. A cast made under another name before the store (`cos =
+    emb.cos().to(dtype)`, then `register_buffer("cos_cached", cos)`) is not seen, nor a cast of the angles before
+    `cos` and `sin` (`emb.to(dtype).cos()`), which rounds the table worse; RPL202 flags such a table all the same
+    where it is a buffer. A complex table (`torch.polar`) is not read as a table: its cast to `torch.complex32` is
+    not flagged.
     """
 
     code = "RPL201"

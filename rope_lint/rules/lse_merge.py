@@ -66,6 +66,11 @@ class LseMerge(Rule):
     statements in between stay, and comments on the removed `exp_()` and `log_()` lines go with them.
     A merge whose steps share their lines with other statements, or interleave with another in-place merge,
     is flagged without a fix.
+
+    ## Known problems
+    Only two `exp`s written in the merge itself are read. An `exp` bound to a name first (`ea = torch.exp(a)`,
+    then `torch.log(ea + torch.exp(b))`), a sum spelled with `add` (`torch.exp(a).add(torch.exp(b))`), and a sum
+    of three or more (a `torch.logsumexp` over their stack) are not flagged.
     """
 
     code = "RPL301"
