@@ -1,5 +1,6 @@
 """Which stores hold rotary tables, and which of those the class guards (issue 20): the shared answers of
-`rotary.table_stores` and `rotary.guarded`, beyond RPL202's own examples."""
+`rotary.table_stores` and `rotary.guarded`, beyond RPL202's own examples; and the casts of tables that RPL201 does
+not read (its Known problems)."""
 
 from __future__ import annotations
 
