@@ -75,7 +75,8 @@ class Occurrences:
         self._met: dict[Callable[[Occurrences], bool], bool] = {}
         self._lines: dict[tuple[str, ...], list[int]] = {}
         self._marked: dict[tuple[str, ...], list[int]] = {}
-        self._layout: list[_Layout | None] = []  # once read (`layout`)
+        # The split into statements once read (`layout`): a cell, so that the copies `unscreened` makes share it.
+        self._layout: list[_Layout | None] = []
 
     @classmethod
     def of_text(
