@@ -4,6 +4,7 @@ parsing their arguments and printing, for the command line, the flake8 plugin, s
 - `check(paths, options)` gives a `Report`: the findings, and on request each finding's edit (for SARIF).
 - `write_baseline(paths, output, options)` writes a baseline file and gives a `BaselineReport`.
 - `fix(paths, options)` fixes files, or says how it would, and gives a `FixReport`.
+- `check_input(data, path, options)` gives the `Report` of a file's bytes that came on standard input.
 - `check_text(path, text, options)` gives the findings in a text that was not read from disk.
 
 The reports are defined in `rope_lint.output` (`Report`), `rope_lint.output.fix_report` (`FixReport`) and
@@ -24,8 +25,8 @@ from functools import partial
 from rope_lint import TYPE_CHECKING, progress
 from rope_lint.config import Config, ConfigError, load, load_file
 from rope_lint.diagnostics import ERROR_CODES, Diagnostic
-from rope_lint.engine import LARGE_RUN, Settings, check_file, check_paths, check_source, map_files
-from rope_lint.files import Excludes, discover, resolve_afresh
+from rope_lint.engine import LARGE_RUN, Settings, check_bytes, check_file, check_paths, check_source, decode, map_files
+from rope_lint.files import Excludes, SourceFile, as_given, discover, resolve_afresh
 from rope_lint.output import Report
 from rope_lint.rules import UnknownCodeError, matches, select_rules, validate_selectors
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from rope_lint.output.fix_report import FixReport
     from rope_lint.transformers.generated import OriginNotes
 
-__all__ = ["Options", "Report", "RunError", "check", "check_text", "fix", "write_baseline"]
+__all__ = ["Options", "Report", "RunError", "check", "check_input", "check_text", "fix", "write_baseline"]
 
 
 class RunError(Exception):
@@ -119,12 +120,46 @@ def check(
     finally:
         if results is not None:
             results.save()
+    return _report(findings, edits, edit_limit)
+
+
+def check_input(
+    data: bytes,
+    path: str | None = None,
+    options: Options | None = None,
+    *,
+    edits: bool = False,
+    edit_limit: int | None = None,
+) -> Report:
+    """The findings of `rope-lint check -`: a file's bytes that come on standard input (an editor's buffer), not
+    read from disk.
+
+    In: `data`; `path`, the file's name (`--stdin-filename`): the findings name it, the configuration is found from
+    it, and the per-file ignores that match it apply, as for the file on disk; the configuration's excludes do not
+    (ruff's apply to standard input only with `--force-exclude`). Without `path`, the findings name `-`, and the
+    configuration is found from the current folder. `options`, `edits` and `edit_limit` as for `check`.
+
+    Out: a `Report`, whose `sources` hold the text by the findings' path. A finding in a file that transformers
+    generates does not name the source it comes from: that is read from the generated file on disk. Raises
+    `RunError`.
+    """
+    name = "-" if path is None else as_given(path)
+    config, settings = _configured("." if path is None else path, options or Options())
+    findings = _without_ignored_errors(check_bytes(name, data, settings), config)
+    source = decode(name, data)
+    return _report(findings, edits, edit_limit, {name: source.text} if isinstance(source, SourceFile) else {})
+
+
+def _report(
+    findings: list[Diagnostic], edits: bool, edit_limit: int | None, sources: dict[str, str] | None = None
+) -> Report:
+    """The report of `findings`, with the edits of the first `edit_limit` fixable ones (all when None) if `edits`."""
     if not edits:
-        return Report(findings)
+        return Report(findings, None, sources)
     from rope_lint.fix.edits import finding_edits
 
     edited = findings if edit_limit is None else _through_fixable(findings, edit_limit)
-    return Report(findings, finding_edits(edited) + [[] for _ in findings[len(edited) :]])
+    return Report(findings, finding_edits(edited, sources) + [[] for _ in findings[len(edited) :]], sources)
 
 
 def _with_origins_named(findings: list[Diagnostic], cache: ResultCache | None = None) -> list[Diagnostic]:
@@ -320,11 +355,17 @@ _TEXT_SETTINGS: dict[tuple[tuple[str, ...], tuple[str, ...], bool], Settings] = 
 
 
 def _resolved(paths: Sequence[str], options: Options) -> tuple[Config, Settings, list[str]]:
-    """The configuration of `options.config`, else the one found from the first path, with the options in place of
-    what they give; the engine's settings from it; and the files to read."""
+    """The configuration and the engine's settings (`_configured`, from the first path), and the files to read."""
     resolve_afresh()  # a folder may have become a link since a run before this one in the process
+    config, settings = _configured(_first(paths), options)
+    return config, settings, list(discover(paths or ["."], Excludes(config.exclude, config.root), settings.listings))
+
+
+def _configured(start: str, options: Options) -> tuple[Config, Settings]:
+    """The configuration of `options.config`, else the one found from `start`, with the options in place of what
+    they give; and the engine's settings from it."""
     try:
-        config = load(_first(paths)) if options.config is None else load_file(options.config)
+        config = load(start) if options.config is None else load_file(options.config)
         for key in ("select", "ignore", "exclude"):
             if getattr(options, key) is not None:
                 setattr(config, key, getattr(options, key))
@@ -336,7 +377,7 @@ def _resolved(paths: Sequence[str], options: Options) -> tuple[Config, Settings,
                 raise ConfigError(f"{config.source}: per-file-ignores.{pattern}: {error}") from error
     except (ConfigError, UnknownCodeError) as error:
         raise RunError(str(error)) from error
-    return config, settings, list(discover(paths or ["."], Excludes(config.exclude, config.root), settings.listings))
+    return config, settings
 
 
 def _first(paths: Sequence[str]) -> str:

@@ -134,6 +134,12 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--baseline", metavar="FILE", help="leave out the findings this baseline holds")
     check.add_argument("--diff-base", metavar="REF", help="report only findings on lines changed since a git ref")
     check.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="check the text on standard input as the file PATH (its configuration, its per-file ignores); "
+        "PATH `-` alone reads it too",
+    )
+    check.add_argument(
         "--fix", action="store_true", help="apply the fixes: the same as `rope-lint fix`, with the flags they share"
     )
     check.add_argument(
@@ -279,7 +285,10 @@ def _report_stream(args: argparse.Namespace) -> Iterator[TextIO]:
 
 
 def _check(args: argparse.Namespace) -> int:
+    standard_input = _reads_standard_input(args)
     if args.fix or args.diff:  # as in ruff: `check --fix` is `fix`, and `check --diff` is `fix --diff`
+        if standard_input:
+            raise api.RunError("--fix and --diff write files: they do not go with standard input")
         given = [flag for flag in ("output_format", "baseline", "diff_base") if getattr(args, flag) is not None]
         if given:
             flag = "--" + given[0].replace("_", "-")
@@ -292,17 +301,20 @@ def _check(args: argparse.Namespace) -> int:
     # A person reads a terminal: code frames, in colour unless NO_COLOR is set (no-color.org). Programs read the rest.
     terminal = args.output_file is None and sys.stdout.isatty()
     output_format = "statistics" if args.statistics else args.output_format or ("full" if terminal else "text")
+    edits = {"edits": output_format in WITH_EDITS, "edit_limit": WITH_EDITS.get(output_format)}
     with _report_stream(args) as stream:
-        report = api.check(
-            args.paths,
-            _options(args),
-            baseline=args.baseline,
-            diff_base=args.diff_base,
-            edits=output_format in WITH_EDITS,
-            edit_limit=WITH_EDITS.get(output_format),
-            cache=not args.no_cache,
-            show_progress=not args.quiet,
-        )
+        if standard_input:
+            report = api.check_input(_standard_input(), args.stdin_filename, _options(args), **edits)
+        else:
+            report = api.check(
+                args.paths,
+                _options(args),
+                baseline=args.baseline,
+                diff_base=args.diff_base,
+                cache=not args.no_cache,
+                show_progress=not args.quiet,
+                **edits,
+            )
         colour = terminal and not os.environ.get("NO_COLOR")
         stream.write(renderer(output_format, colour=colour, quiet=args.quiet)(report))
         if args.show_fixes:
@@ -312,8 +324,42 @@ def _check(args: argparse.Namespace) -> int:
     return _unless_exit_zero(_exit_code(report.findings), args)
 
 
+def _reads_standard_input(args: argparse.Namespace) -> bool:
+    """Whether `check` reads the file from standard input, as ruff does: with `--stdin-filename`, or a PATH of `-`
+    alone. A RunError where that goes with other paths, or with a flag that reads the file on disk."""
+    named = getattr(args, "stdin_filename", None) is not None
+    if "-" not in args.paths and not named:
+        return False
+    # `.` is the paths' default, when none is given.
+    if not (args.paths == ["-"] or (named and args.paths == ["."])):
+        raise api.RunError("standard input (`-`, --stdin-filename) goes without other paths; a file named `-` is `./-`")
+    if args.handler is not _check:
+        raise api.RunError("only `check` reads standard input (`-`); a file named `-` is `./-`")
+    if args.stdin_filename == "":
+        raise api.RunError("--stdin-filename names the file that standard input holds: it cannot be empty")
+    for flag in ("baseline", "diff_base"):
+        if getattr(args, flag) is not None:
+            option = "--" + flag.replace("_", "-")
+            raise api.RunError(f"{option} reads the file on disk: it does not go with standard input")
+    return True
+
+
+def _standard_input() -> bytes:
+    """The bytes on standard input, up to the size a run reads of a file."""
+    from rope_lint.files import SOURCE_LIMIT
+
+    if sys.stdin is None:  # a process started without one
+        raise api.RunError("there is no standard input to read")
+    data = sys.stdin.buffer.read(SOURCE_LIMIT + 1)
+    if len(data) > SOURCE_LIMIT:
+        raise api.RunError(f"standard input is larger than the {SOURCE_LIMIT >> 20} MB a run reads of a file")
+    return data
+
+
 def _baseline(args: argparse.Namespace) -> int:
     from rope_lint.output import baseline_report
+
+    _reads_standard_input(args)  # an error for `-`, which only `check` reads
 
     report = api.write_baseline(
         args.paths, args.output, _options(args), cache=not args.no_cache, show_progress=not args.quiet
@@ -327,6 +373,8 @@ def _baseline(args: argparse.Namespace) -> int:
 
 def _fix(args: argparse.Namespace) -> int:
     from rope_lint.output import fix_report
+
+    _reads_standard_input(args)  # an error for `-`, which only `check` reads
 
     with _report_stream(args) as stream:
         report = api.fix(args.paths, _options(args), unsafe=args.unsafe_fixes, diff=args.diff, verify=args.verify)

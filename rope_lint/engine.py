@@ -199,6 +199,16 @@ def check_file(path: FilePath, settings: Settings) -> list[Diagnostic]:
     return settings.callers.standing(_unresolved_findings(path, settings))
 
 
+def check_bytes(path: str, data: bytes, settings: Settings) -> list[Diagnostic]:
+    """The findings of `check_file` for a file that holds `data`, given rather than read (standard input): the rest of
+    its package is read from disk, with `data`'s text in place of the file's."""
+    triggered = _triggered_source(path, data, settings)
+    if triggered is None or isinstance(triggered, Diagnostic):
+        return [] if triggered is None else [triggered]
+    source, occurrences = triggered
+    return check_source(path, source.text, settings, occurrences)
+
+
 def _unresolved_findings(path: FilePath, settings: Settings) -> list[Diagnostic]:
     """The file's findings before the package is asked about its public helpers (`_findings`)."""
     data = read_bytes(path)

@@ -35,9 +35,14 @@ def load_module(path: Path, name: str) -> ModuleType:
 
 
 def rope_lint(
-    *args: str, cwd: Path | None = None, timeout: float = 600, preexec_fn: Callable[[], None] | None = None
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 600,
+    preexec_fn: Callable[[], None] | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed command line the way a user does, in a fresh process (`preexec_fn` sets its limits)."""
+    """Run the installed command line the way a user does, in a fresh process (`preexec_fn` sets its limits), with
+    `stdin` on its standard input where given."""
     return subprocess.run(
         [sys.executable, "-m", "rope_lint", *args],
         cwd=cwd,
@@ -45,6 +50,7 @@ def rope_lint(
         text=True,
         timeout=timeout,
         preexec_fn=preexec_fn,
+        input=stdin,
     )
 
 

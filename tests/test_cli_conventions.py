@@ -1,14 +1,19 @@
-"""The flags ruff users reach for: `check --fix`, `--exit-zero`, `--config`, `--show-fixes`, `--output-file`, and ruff's
-short forms of them (`-e`, `-o`, `-q`, `-n`, `-v`)."""
+"""The flags ruff users reach for: `check --fix`, `--exit-zero`, `--config`, `--show-fixes`, `--output-file`, ruff's
+short forms of them (`-e`, `-o`, `-q`, `-n`, `-v`), and standard input (`check -`, `--stdin-filename`)."""
 
 from __future__ import annotations
 
+import io
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from helpers import on_a_terminal, rope_lint
+
+from rope_lint.cli import main
 
 FLOAT_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.float32)\n"  # RPL101, safe fix
 BF16_ARANGE = "import torch\nt = torch.arange(4096, dtype=torch.bfloat16)\n"  # RPL101, unsafe fix
@@ -187,7 +192,19 @@ def test_an_output_file_that_cannot_be_written_is_one_line_and_fix_writes_nothin
 @pytest.mark.parametrize(
     ("command", "flags"),
     [
-        ("check", ["--fix", "--unsafe-fixes", "--diff", "--show-fixes", "--exit-zero", "--config", "--output-file"]),
+        (
+            "check",
+            [
+                "--fix",
+                "--unsafe-fixes",
+                "--diff",
+                "--show-fixes",
+                "--exit-zero",
+                "--config",
+                "--output-file",
+                "--stdin-filename",
+            ],
+        ),
         ("fix", ["--unsafe-fixes", "--diff", "--show-fixes", "--exit-zero", "--config", "--output-file"]),
     ],
 )
@@ -251,3 +268,117 @@ def test_quiet_prints_nothing_for_a_clean_file(tmp_path: Path) -> None:
     assert rope_lint("check", str(clean)).stdout == "All checks passed!\n"
     result = rope_lint("check", "-q", str(clean))
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_check_reads_standard_input_for_a_path_of_dash_or_with_stdin_filename(project: Path) -> None:
+    """The text checked is the one on standard input, not the file on disk; the findings name `-`, or the name given."""
+    (project / "clean.py").write_text("import torch\n")
+    assert _found(rope_lint("check", "--output-format", "concise", "-", cwd=project, stdin=FLOAT_ARANGE)) == [
+        "-:2:5: RPL101"
+    ]
+    for arguments in (["--stdin-filename", "clean.py"], ["--stdin-filename", "./clean.py", "-"]):
+        result = rope_lint("check", "--output-format", "concise", *arguments, cwd=project, stdin=FLOAT_ARANGE)
+        assert (result.returncode, _found(result)) == (1, ["clean.py:2:5: RPL101"])
+    result = rope_lint("check", "--stdin-filename", "a.py", cwd=project, stdin="import torch\n")
+    assert (result.returncode, result.stdout) == (0, "All checks passed!\n")  # a.py on disk has a finding
+    # A file called `-` is checked as one by another spelling.
+    (project / "-").write_text(FLOAT_ARANGE)
+    assert _found(rope_lint("check", "--output-format", "concise", "./-", cwd=project, stdin="")) == ["-:2:5: RPL101"]
+
+
+def test_stdin_filename_brings_the_configuration_and_per_file_ignores_of_that_path(tmp_path: Path) -> None:
+    """Found from the path given, not the current folder; its excludes do not apply, as ruff's do not without
+    `--force-exclude`. The file need not exist."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[tool.rope-lint]\nexclude = ["vendored"]\nper-file-ignores = {"legacy/*.py" = ["RPL101"]}\n'
+    )
+    checked = {
+        "project/legacy/new.py": [],
+        "project/src/new.py": ["project/src/new.py:2:5: RPL101"],
+        "project/vendored/new.py": ["project/vendored/new.py:2:5: RPL101"],
+    }
+    for name, found in checked.items():
+        result = rope_lint(
+            "check", "--output-format", "concise", "--stdin-filename", name, cwd=tmp_path, stdin=FLOAT_ARANGE
+        )
+        assert _found(result) == found, name
+
+
+def test_code_frames_and_sarif_fixes_are_those_of_the_text_on_standard_input(project: Path) -> None:
+    """`full` shows the lines and the fix of the text checked, and SARIF's fix edits it, where the file on disk is
+    another text."""
+    (project / "a.py").write_text("# two lines above\n# that standard input does not have\n" + FLOAT_ARANGE)
+    full = rope_lint("check", "--output-format", "full", "--stdin-filename", "a.py", cwd=project, stdin=FLOAT_ARANGE)
+    assert "2 | t = torch.arange(4096, dtype=torch.float32)\n" in full.stdout
+    assert "2 + t = torch.arange(4096, dtype=torch.int64).float()\n" in full.stdout
+    sarif = rope_lint("check", "--output-format", "sarif", "--stdin-filename", "a.py", cwd=project, stdin=FLOAT_ARANGE)
+    [result] = json.loads(sarif.stdout)["runs"][0]["results"]
+    [change] = result["fixes"][0]["artifactChanges"]
+    [replacement] = change["replacements"]
+    offset, length = replacement["deletedRegion"]["charOffset"], replacement["deletedRegion"]["charLength"]
+    fixed = FLOAT_ARANGE[:offset] + replacement["insertedContent"]["text"] + FLOAT_ARANGE[offset + length :]
+    assert fixed == "import torch\nt = torch.arange(4096, dtype=torch.int64).float()\n"
+
+
+def test_standard_input_that_cannot_be_decoded_is_a_finding_about_the_run(project: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "rope_lint", "check", "--output-format", "concise", "-"],
+        cwd=project,
+        input=b"\xff\xfe t = torch.arange(4.0)\n",
+        capture_output=True,
+    )
+    assert (result.returncode, result.stdout.decode().split(" cannot decode")[0]) == (2, "-:1:1: RPL901")
+
+
+NOT_ALONE = "standard input (`-`, --stdin-filename) goes without other paths; a file named `-` is `./-`"
+CHECK_ONLY = "only `check` reads standard input (`-`); a file named `-` is `./-`"
+WRITES_FILES = "--fix and --diff write files: they do not go with standard input"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["check", "-", "a.py"], NOT_ALONE),
+        (["check", "--stdin-filename", "b.py", "a.py"], NOT_ALONE),
+        (["fix", "-"], CHECK_ONLY),
+        (["baseline", "-o", "b.json", "-"], CHECK_ONLY),
+        (["check", "--fix", "-"], WRITES_FILES),
+        (["check", "--diff", "--stdin-filename", "a.py"], WRITES_FILES),
+        (
+            ["check", "--stdin-filename", ""],
+            "--stdin-filename names the file that standard input holds: it cannot be empty",
+        ),
+        (
+            ["check", "--baseline", "b.json", "-"],
+            "--baseline reads the file on disk: it does not go with standard input",
+        ),
+        (
+            ["check", "--diff-base", "HEAD", "-"],
+            "--diff-base reads the file on disk: it does not go with standard input",
+        ),
+    ],
+)
+def test_standard_input_where_it_cannot_be_read_is_one_line_and_writes_nothing(
+    project: Path, arguments: list[str], message: str
+) -> None:
+    assert _one_error_line(rope_lint(*arguments, cwd=project, stdin=FLOAT_ARANGE)) == f"rope-lint: error: {message}"
+    assert (project / "a.py").read_text() == FLOAT_ARANGE
+    assert not (project / "b.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("stdin", "message"),
+    [
+        (io.TextIOWrapper(io.BytesIO(b"#" * 11)), "standard input is larger than the 0 MB a run reads of a file"),
+        (None, "there is no standard input to read"),
+    ],
+)
+def test_standard_input_too_large_or_missing_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stdin: io.TextIOWrapper | None, message: str
+) -> None:
+    monkeypatch.setattr("rope_lint.files.SOURCE_LIMIT", 10)
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert main(["check", "-"]) == 2
+    assert capsys.readouterr().err == f"rope-lint: error: {message}\n"

@@ -28,15 +28,16 @@ class Replacement(namedtuple("Replacement", ("offset", "length", "text"))):
     text: str
 
 
-def finding_edits(diagnostics: list[Diagnostic]) -> list[list[Replacement]]:
+def finding_edits(diagnostics: list[Diagnostic], sources: dict[str, str] | None = None) -> list[list[Replacement]]:
     """The replacements of each finding's fix, in the order of `diagnostics`: none for a finding without a fix, in a
-    file that cannot be read, or whose fix would leave code that does not parse. Files are spread over the cores as
-    `check` spreads them: a LibCST parse per finding is the slow part."""
+    file that cannot be read, or whose fix would leave code that does not parse. A file's text is read, or given by
+    path in `sources` (what came on standard input). Files are spread over the cores as `check` spreads them: a
+    LibCST parse per finding is the slow part."""
     by_path: dict[str, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
         if diagnostic.fix is not None:
             by_path.setdefault(str(Path(diagnostic.path)), []).append(diagnostic)
-    results = map_files(partial(_file_edits, by_path=by_path), [Path(path) for path in by_path])
+    results = map_files(partial(_file_edits, by_path=by_path, sources=sources or {}), [Path(path) for path in by_path])
     edits = {
         d: r
         for path, file_results in zip(by_path, results, strict=True)
@@ -45,18 +46,21 @@ def finding_edits(diagnostics: list[Diagnostic]) -> list[list[Replacement]]:
     return [edits.get(d, []) for d in diagnostics]
 
 
-def _file_edits(path: Path, by_path: dict[str, list[Diagnostic]]) -> list[list[Replacement]]:
+def _file_edits(path: Path, by_path: dict[str, list[Diagnostic]], sources: dict[str, str]) -> list[list[Replacement]]:
     """The replacements of each fixable finding in one file."""
     findings = by_path[str(path)]
-    source = read(path)
-    if isinstance(source, Diagnostic):
-        return [[] for _ in findings]
-    before = physical_lines(source.text)
+    text = sources.get(str(path))
+    if text is None:
+        source = read(path)
+        if isinstance(source, Diagnostic):
+            return [[] for _ in findings]
+        text = source.text
+    before = physical_lines(text)
     offsets = [0, *itertools.accumulate(len(line) for line in before)]
     results = []
     for diagnostic in findings:
         try:
-            after = physical_lines(apply_fixes(source.text, [diagnostic]).text)
+            after = physical_lines(apply_fixes(text, [diagnostic]).text)
         except UnsafeResultError:
             results.append([])
             continue

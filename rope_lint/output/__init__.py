@@ -32,13 +32,16 @@ COLOURED = ("full",)
 SUMMARISED = ("full", "text")
 
 
-class Report(namedtuple("Report", ("findings", "edits"), defaults=(None,))):
+class Report(namedtuple("Report", ("findings", "edits", "sources"), defaults=(None, None))):
     """What a check found, in order; and, when asked for, each finding's edit: `edits[i]` is the replacements of
-    `findings[i]`'s fix, empty for a finding without one. A SARIF log made without edits offers no fixes."""
+    `findings[i]`'s fix, empty for a finding without one. A SARIF log made without edits offers no fixes. `sources`
+    holds, by path, the text of a file that was checked as it came on standard input, which the outputs show in
+    place of the file on disk."""
 
     __slots__ = ()
     findings: list[Diagnostic]
     edits: list[list[Replacement]] | None  # default None
+    sources: dict[str, str] | None  # default None
 
     @property
     def errors(self) -> list[Diagnostic]:

@@ -2,7 +2,8 @@
 the lines of its range beside their numbers, carets under the range, and its fix as the lines it takes out (`-`) and
 puts in (`+`). Then `text`'s closing line.
 
-The code is read from the file the finding names; a file that cannot be read shows none. It is shown `printable`,
+The code is read from the file the finding names, or is the text that came on standard input
+(`Report.sources`); a file that cannot be read shows none. It is shown `printable`,
 tabs as four spaces, so that the carets stay under what they mark and a line of code cannot move the cursor. The fix
 is the finding's edit in the report (`Report.edits`); a fix the report holds no edit of (past the report's limit, or
 one that cannot be applied on its own) names the command that shows it instead.
@@ -44,17 +45,20 @@ def render(report: Report, paint: Paint = plain, closing: bool = True) -> str:
     path, source = None, None
     for diagnostic, edit in zip(report.findings, edits, strict=True):
         if diagnostic.path != path:  # findings come by path: one file read at a time
-            path, source = diagnostic.path, _source(diagnostic.path)
+            path, source = diagnostic.path, _source(diagnostic.path, (report.sources or {}).get(diagnostic.path))
         parts.append(_finding(diagnostic, edit, source, paint))
     return "".join(parts) + (summary(report.findings) + "\n" if closing else "")
 
 
-def _source(path: str) -> _Source | None:
-    source = read(path)
-    if isinstance(source, Diagnostic):
-        return None
-    lines = physical_lines(source.text)
-    return _Source(source.text, lines, list(itertools.accumulate((len(text) for text in lines), initial=0)))
+def _source(path: str, given: str | None) -> _Source | None:
+    """The file's text, `given` (what came on standard input), else read; None where it cannot be read."""
+    if given is None:
+        source = read(path)
+        if isinstance(source, Diagnostic):
+            return None
+        given = source.text
+    lines = physical_lines(given)
+    return _Source(given, lines, list(itertools.accumulate((len(text) for text in lines), initial=0)))
 
 
 def _finding(diagnostic: Diagnostic, edit: list[Replacement], source: _Source | None, paint: Paint) -> str:
