@@ -177,6 +177,15 @@ def read(path: FilePath) -> SourceFile | Diagnostic:
     return data if isinstance(data, Diagnostic) else decode(path, data)
 
 
+def text_of(path: str, given: dict[str, str] | None) -> str | None:
+    """The text of the file a finding names: as `given` holds it by path (what came on standard input), else as read;
+    None where it cannot be read."""
+    if given is not None and path in given:
+        return given[path]
+    source = read(path)
+    return None if isinstance(source, Diagnostic) else source.text
+
+
 def read_bytes(path: FilePath) -> bytes | Diagnostic:
     try:
         try:

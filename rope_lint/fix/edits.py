@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from rope_lint.diagnostics import Diagnostic
-from rope_lint.engine import map_files, read
+from rope_lint.engine import map_files, text_of
 from rope_lint.fix.apply import UnsafeResultError, apply_fixes
 from rope_lint.rules.analysis.context import physical_lines
 
@@ -37,7 +37,7 @@ def finding_edits(diagnostics: list[Diagnostic], sources: dict[str, str] | None 
     for diagnostic in diagnostics:
         if diagnostic.fix is not None:
             by_path.setdefault(str(Path(diagnostic.path)), []).append(diagnostic)
-    results = map_files(partial(_file_edits, by_path=by_path, sources=sources or {}), [Path(path) for path in by_path])
+    results = map_files(partial(_file_edits, by_path=by_path, sources=sources), [Path(path) for path in by_path])
     edits = {
         d: r
         for path, file_results in zip(by_path, results, strict=True)
@@ -46,15 +46,14 @@ def finding_edits(diagnostics: list[Diagnostic], sources: dict[str, str] | None 
     return [edits.get(d, []) for d in diagnostics]
 
 
-def _file_edits(path: Path, by_path: dict[str, list[Diagnostic]], sources: dict[str, str]) -> list[list[Replacement]]:
+def _file_edits(
+    path: Path, by_path: dict[str, list[Diagnostic]], sources: dict[str, str] | None
+) -> list[list[Replacement]]:
     """The replacements of each fixable finding in one file."""
     findings = by_path[str(path)]
-    text = sources.get(str(path))
+    text = text_of(str(path), sources)
     if text is None:
-        source = read(path)
-        if isinstance(source, Diagnostic):
-            return [[] for _ in findings]
-        text = source.text
+        return [[] for _ in findings]
     before = physical_lines(text)
     offsets = [0, *itertools.accumulate(len(line) for line in before)]
     results = []

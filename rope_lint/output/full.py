@@ -2,9 +2,9 @@
 the lines of its range beside their numbers, carets under the range, and its fix as the lines it takes out (`-`) and
 puts in (`+`). Then `text`'s closing line.
 
-The code is read from the file the finding names, or is the text that came on standard input
-(`Report.sources`); a file that cannot be read shows none. It is shown `printable`,
-tabs as four spaces, so that the carets stay under what they mark and a line of code cannot move the cursor. The fix
+The code is read from the file the finding names, or is the text that came on standard input (`Report.sources`); a
+file that cannot be read shows none. It is shown `printable`, tabs as four spaces, so that the carets stay under what
+they mark and a line of code cannot move the cursor. The fix
 is the finding's edit in the report (`Report.edits`); a fix the report holds no edit of (past the report's limit, or
 one that cannot be applied on its own) names the command that shows it instead.
 """
@@ -18,7 +18,7 @@ from collections import namedtuple
 from rope_lint import TYPE_CHECKING
 from rope_lint.diagnostics import Diagnostic
 from rope_lint.display import printable
-from rope_lint.engine import read
+from rope_lint.engine import text_of
 from rope_lint.output import Report
 from rope_lint.output.colour import BLUE, BOLD, GREEN, RED, Paint, plain
 from rope_lint.output.text import FIX_COMMANDS, line, summary
@@ -45,20 +45,16 @@ def render(report: Report, paint: Paint = plain, closing: bool = True) -> str:
     path, source = None, None
     for diagnostic, edit in zip(report.findings, edits, strict=True):
         if diagnostic.path != path:  # findings come by path: one file read at a time
-            path, source = diagnostic.path, _source(diagnostic.path, (report.sources or {}).get(diagnostic.path))
+            path, source = diagnostic.path, _source(text_of(diagnostic.path, report.sources))
         parts.append(_finding(diagnostic, edit, source, paint))
     return "".join(parts) + (summary(report.findings) + "\n" if closing else "")
 
 
-def _source(path: str, given: str | None) -> _Source | None:
-    """The file's text, `given` (what came on standard input), else read; None where it cannot be read."""
-    if given is None:
-        source = read(path)
-        if isinstance(source, Diagnostic):
-            return None
-        given = source.text
-    lines = physical_lines(given)
-    return _Source(given, lines, list(itertools.accumulate((len(text) for text in lines), initial=0)))
+def _source(text: str | None) -> _Source | None:
+    if text is None:
+        return None
+    lines = physical_lines(text)
+    return _Source(text, lines, list(itertools.accumulate((len(line) for line in lines), initial=0)))
 
 
 def _finding(diagnostic: Diagnostic, edit: list[Replacement], source: _Source | None, paint: Paint) -> str:
