@@ -383,7 +383,11 @@ def _fix(args: argparse.Namespace) -> int:
             fix_report.render(report, statistics=args.statistics, show_fixes=args.show_fixes, quiet=args.quiet)
         )
     if not args.verify:
-        return _unless_exit_zero(_exit_code(report.remaining), args)
+        code = _exit_code(report.remaining)
+        # As ruff's `--diff`: changes shown exit 1, so that a CI step that prints them fails.
+        if code == EXIT_CLEAN and report.diff:
+            code = EXIT_FINDINGS
+        return _unless_exit_zero(code, args)
     # With --verify the exit code is the proof's: 1 when a rewrite failed and was not written, never for the findings
     # that have no fix (they are printed all the same); 2, as always, for a run error or a diverged copy.
     if any(d.code in ERROR_CODES for d in report.remaining):

@@ -311,7 +311,7 @@ def test_fix_diff_writes_nothing(tmp_path: Path) -> None:
     write(tmp_path, {"a.py": FLOAT_ARANGE})
     result = rope_lint("fix", "--diff", "a.py", cwd=tmp_path)
     assert (tmp_path / "a.py").read_text() == FLOAT_ARANGE
-    assert result.returncode == 0
+    assert result.returncode == 1  # as ruff's `--diff`: no finding would remain, but there is a diff
     assert "--- a/a.py\n+++ b/a.py\n" in result.stdout
     assert "-t = torch.arange(4096, dtype=torch.float32)\n+t = torch.arange(4096, dtype=torch.int64).float()\n" in (
         result.stdout

@@ -80,6 +80,18 @@ def test_flags_that_do_not_go_together_are_one_line_and_write_nothing(
     assert (project / "a.py").read_text() == FLOAT_ARANGE
 
 
+@pytest.mark.parametrize("command", [["fix", "--diff"], ["check", "--diff"]])
+def test_diff_exits_1_where_it_shows_a_change_as_ruffs_does(tmp_path: Path, command: list[str]) -> None:
+    """Even where no finding would remain: a CI step that prints the changes still to make fails."""
+    (tmp_path / "a.py").write_text(FLOAT_ARANGE)
+    result = rope_lint(*command, "a.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout.splitlines()[-1]) == (1, "Would fix 1 finding, 0 remaining.")
+    assert rope_lint(*command, "--exit-zero", "a.py", cwd=tmp_path).returncode == 0
+    (tmp_path / "a.py").write_text("import torch\n")
+    result = rope_lint(*command, "a.py", cwd=tmp_path)
+    assert (result.returncode, "+++" in result.stdout) == (0, False)
+
+
 @pytest.mark.parametrize("command", [["check"], ["fix"], ["check", "--fix"]])
 def test_exit_zero_for_findings_but_not_for_errors(project: Path, command: list[str]) -> None:
     assert rope_lint(*command, ".", cwd=project).returncode == 1  # d.py's finding has no fix

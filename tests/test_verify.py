@@ -113,7 +113,7 @@ def test_without_torch_verify_is_a_one_line_usage_error_and_writes_nothing(packa
     assert rotary.read_bytes() == before
     # Plain fix does not need torch.
     plain = run_python(BLOCKED_TORCH, "fix", "--unsafe-fixes", "--diff", str(package))
-    assert plain.returncode == 0, plain.stderr
+    assert plain.returncode == 1 and "+++ b/" in plain.stdout, plain.stderr  # a diff shown exits 1, as ruff's
 
 
 def test_diff_with_verify_verifies_and_writes_nothing(package: Path) -> None:
