@@ -316,6 +316,10 @@ def test_stdin_filename_brings_the_configuration_and_per_file_ignores_of_that_pa
             "check", "--output-format", "concise", "--stdin-filename", name, cwd=tmp_path, stdin=FLOAT_ARANGE
         )
         assert _found(result) == found, name
+    # The same file on disk is excluded.
+    (project / "vendored").mkdir()
+    (project / "vendored" / "new.py").write_text(FLOAT_ARANGE)
+    assert rope_lint("check", "project/vendored/new.py", cwd=tmp_path).stdout == "All checks passed!\n"
 
 
 def test_code_frames_and_sarif_fixes_are_those_of_the_text_on_standard_input(project: Path) -> None:
