@@ -289,9 +289,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.fix or args.diff:  # as in ruff: `check --fix` is `fix`, and `check --diff` is `fix --diff`
         if standard_input:
             raise api.RunError("--fix and --diff write files: they do not go with standard input")
-        given = [flag for flag in ("output_format", "baseline", "diff_base") if getattr(args, flag) is not None]
-        if given:
-            flag = "--" + given[0].replace("_", "-")
+        flag = _first_given(args, ("output_format", "baseline", "diff_base"))
+        if flag is not None:
             raise api.RunError(f"{flag} does not go with --fix or --diff, which print the report of `rope-lint fix`")
         return _fix(args)
     if args.unsafe_fixes and not args.show_fixes:
@@ -337,11 +336,17 @@ def _reads_standard_input(args: argparse.Namespace) -> bool:
         raise api.RunError("only `check` reads standard input (`-`); a file named `-` is `./-`")
     if args.stdin_filename == "":
         raise api.RunError("--stdin-filename names the file that standard input holds: it cannot be empty")
-    for flag in ("baseline", "diff_base"):
-        if getattr(args, flag) is not None:
-            option = "--" + flag.replace("_", "-")
-            raise api.RunError(f"{option} reads the file on disk: it does not go with standard input")
+    flag = _first_given(args, ("baseline", "diff_base"))
+    if flag is not None:
+        raise api.RunError(f"{flag} reads the file on disk: it does not go with standard input")
     return True
+
+
+def _first_given(args: argparse.Namespace, options: tuple[str, ...]) -> str | None:
+    """The first of `options` (argparse's names for them) that the command line gives, spelled as typed
+    (`--diff-base`); None where it gives none."""
+    given = next((option for option in options if getattr(args, option) is not None), None)
+    return None if given is None else "--" + given.replace("_", "-")
 
 
 def _standard_input() -> bytes:
